@@ -1,0 +1,219 @@
+//! Errors of this crate. Each variant is a sentence a user can act on; they
+//! become [`DataFusionError`]s once, at the DataFusion boundary.
+
+use datafusion::error::DataFusionError;
+
+/// A `Result` with this crate's [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+const TURN_OFF_HINT: &str = "SET TBLPROPERTIES ('lakestream.enabled'='false')";
+
+/// Errors of the lake-stream layer.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A catalog or table option has a value this crate cannot use.
+    #[error("invalid option '{key}': {reason}")]
+    InvalidOption {
+        /// The option key.
+        key: String,
+        /// What is wrong and what to do.
+        reason: String,
+    },
+
+    /// A `lakestream.*` key set through a session, dynamic or hint option.
+    #[error(
+        "{origin} cannot set '{key}': lake-stream routing follows the table's stored options, \
+         never session, dynamic or hint options. Change a table's mode with \
+         ALTER TABLE <table> SET TBLPROPERTIES ('lakestream.enabled'='true'|'false')"
+    )]
+    SessionRouting {
+        /// The offending key as written.
+        key: String,
+        /// Where it was written (`SET`, `a /*+ OPTIONS */ hint`, ...).
+        origin: String,
+    },
+
+    /// A relation name the store cannot serve.
+    #[error(transparent)]
+    Name(#[from] NameError),
+
+    /// `ALTER TABLE ... RENAME TO` on a lake-stream table.
+    #[error(
+        "cannot rename lake-stream table '{table}' while 'lakestream.enabled' is true: renaming \
+         breaks the store's mapping to the table. Turn the mode off first with \
+         ALTER TABLE {table} {TURN_OFF_HINT}"
+    )]
+    RenameLakeStreamTable {
+        /// The table's full name.
+        table: String,
+    },
+
+    /// `CREATE OR REPLACE TABLE` over a lake-stream table.
+    #[error(
+        "cannot replace lake-stream table '{table}' while 'lakestream.enabled' is true: replacing \
+         breaks the store's mapping to the table. Turn the mode off first with \
+         ALTER TABLE {table} {TURN_OFF_HINT}"
+    )]
+    ReplaceLakeStreamTable {
+        /// The table's full name.
+        table: String,
+    },
+
+    /// `lakestream.enabled = true` on something that cannot be a lake-stream table.
+    #[error(
+        "cannot set 'lakestream.enabled'='true' on {kind} '{table}': only a Paimon data table \
+         on its main branch can be a lake-stream table"
+    )]
+    CannotEnable {
+        /// The name as given.
+        table: String,
+        /// `format table`, `system table` or `branch`.
+        kind: &'static str,
+    },
+
+    /// An error from the paimon crate.
+    #[error(transparent)]
+    Paimon(#[from] paimon::Error),
+
+    /// An error from DataFusion.
+    #[error(transparent)]
+    DataFusion(#[from] DataFusionError),
+}
+
+/// A relation name with `$rt` that the store cannot serve.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NameError {
+    /// `$rt` with nothing before it.
+    #[error("invalid table name '{name}': the table part before '$rt' is empty")]
+    EmptyTable {
+        /// The name as written.
+        name: String,
+    },
+    /// `t$branch_b1$rt`.
+    #[error(
+        "table '{name}' not found: the store serves the main branch's data only. Read \
+         '{table}$rt' for the main branch's fresh rows, or '{table}$branch_{branch}' for the \
+         branch's snapshots"
+    )]
+    RealtimeOfBranch {
+        /// The name as written.
+        name: String,
+        /// The table part.
+        table: String,
+        /// The branch name.
+        branch: String,
+    },
+    /// `t$snapshots$rt`.
+    #[error(
+        "table '{name}' not found: '$rt' cannot follow a system table. Read '{table}${system}' \
+         for Paimon's system table, or '{table}$rt' for the table's fresh rows"
+    )]
+    RealtimeOfSystemTable {
+        /// The name as written.
+        name: String,
+        /// The table part.
+        table: String,
+        /// What stood between the table and `$rt`.
+        system: String,
+    },
+    /// `t$rt$snapshots`, `t$rt$branch_b1`.
+    #[error(
+        "table '{name}' not found: '{table}$rt' has no system tables or branches; the store \
+         serves the main branch's data only. Read '{table}${suffix}' instead"
+    )]
+    SuffixAfterRealtime {
+        /// The name as written.
+        name: String,
+        /// The table part.
+        table: String,
+        /// The suffix after `$rt`.
+        suffix: String,
+    },
+    /// `t$rt$rt`.
+    #[error("table '{name}' not found: '$rt' can be given once; read '{table}$rt'")]
+    RealtimeTwice {
+        /// The name as written.
+        name: String,
+        /// The table part.
+        table: String,
+    },
+}
+
+impl Error {
+    /// Whether the user can fix this by changing the statement or the options:
+    /// such errors are DataFusion plan errors.
+    fn is_user_error(&self) -> bool {
+        !matches!(self, Error::Paimon(_) | Error::DataFusion(_))
+    }
+
+    /// Wraps this error as a [`paimon::Error`] for the `paimon::Catalog`
+    /// decorator, keeping it as the source so the boundary can recover it.
+    pub(crate) fn into_paimon(self) -> paimon::Error {
+        match self {
+            Error::Paimon(e) => e,
+            other => paimon::Error::DataInvalid {
+                message: other.to_string(),
+                source: Some(Box::new(other)),
+            },
+        }
+    }
+}
+
+impl From<Error> for DataFusionError {
+    fn from(error: Error) -> Self {
+        match error {
+            Error::DataFusion(e) => e,
+            Error::Paimon(e) => paimon_datafusion::to_datafusion_error(e),
+            user => DataFusionError::Plan(user.to_string()),
+        }
+    }
+}
+
+/// The DataFusion boundary: an error of ours that travelled through paimon or
+/// DataFusion (as an `External` source) comes back as the plan error it is.
+pub fn surface(error: DataFusionError) -> DataFusionError {
+    match find_ours(&error) {
+        Some(ours) if ours.is_user_error() => DataFusionError::Plan(ours.to_string()),
+        _ => error,
+    }
+}
+
+fn find_ours<'a>(error: &'a (dyn std::error::Error + 'static)) -> Option<&'a Error> {
+    let mut current: Option<&(dyn std::error::Error + 'static)> = Some(error);
+    while let Some(e) = current {
+        if let Some(ours) = e.downcast_ref::<Error>() {
+            return Some(ours);
+        }
+        if let Some(DataFusionError::External(inner)) = e.downcast_ref::<DataFusionError>() {
+            current = Some(inner.as_ref());
+            continue;
+        }
+        current = e.source();
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn our_error_inside_paimon_inside_datafusion_surfaces_as_plan_error() {
+        let ours = Error::RenameLakeStreamTable {
+            table: "db.t".to_string(),
+        };
+        let text = ours.to_string();
+        let wrapped = paimon_datafusion::to_datafusion_error(ours.into_paimon());
+        assert!(matches!(wrapped, DataFusionError::External(_)));
+        match surface(wrapped) {
+            DataFusionError::Plan(message) => assert_eq!(message, text),
+            other => panic!("expected a plan error, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn other_errors_pass_unchanged() {
+        let e = surface(DataFusionError::Execution("boom".to_string()));
+        assert!(matches!(e, DataFusionError::Execution(m) if m == "boom"));
+    }
+}
