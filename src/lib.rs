@@ -1,1 +1,17 @@
-pub fn x(){}
+//! Lake-stream mode for Apache Paimon tables in Apache DataFusion.
+//!
+//! A lake-stream table keeps its name, schema and history in Paimon while a
+//! pluggable store takes its writes and serves its newest rows: `t` reads
+//! Paimon snapshots, `t$rt` reads the store. See `docs/concepts/lake-stream.md`.
+
+pub mod catalog;
+pub mod cli;
+mod context;
+pub mod error;
+pub mod name;
+pub mod options;
+mod planner;
+
+pub use catalog::LakeStreamCatalog;
+pub use context::LakeStreamContext;
+pub use error::{Error, NameError, Result};

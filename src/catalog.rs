@@ -1,0 +1,426 @@
+//! The one decorator over every `paimon::Catalog` (filesystem, REST, or any
+//! other implementation): it holds the catalog's lake-stream options and
+//! enforces the table-identity guards, so each guard lives in one place.
+//!
+//! Every trait method is forwarded, the defaulted ones and `as_any` included:
+//! a method left to its default would silently turn off views, tags,
+//! partitions or REST procedures of the wrapped catalog.
+
+use std::any::Any;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use paimon::api::{GetTagResponse, PagedList};
+use paimon::catalog::{Catalog, Database, Function, Identifier, LoadedTable, View, ViewSchema};
+use paimon::spec::{CoreOptions, Partition, PartitionStatistics, Schema, SchemaChange, TableType};
+use paimon::table::Table;
+
+use crate::error::Error;
+use crate::options::{self, CatalogStoreOptions};
+
+/// A Paimon catalog in lake-stream mode.
+pub struct LakeStreamCatalog {
+    inner: Arc<dyn Catalog>,
+    store_options: CatalogStoreOptions,
+}
+
+impl std::fmt::Debug for LakeStreamCatalog {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LakeStreamCatalog")
+            .field("store", &self.store_options.store())
+            .finish_non_exhaustive()
+    }
+}
+
+impl LakeStreamCatalog {
+    /// Wraps `inner` with the lake-stream options read from the catalog's options.
+    pub fn new(inner: Arc<dyn Catalog>, store_options: CatalogStoreOptions) -> Self {
+        Self {
+            inner,
+            store_options,
+        }
+    }
+
+    /// The wrapped catalog.
+    pub fn inner(&self) -> &Arc<dyn Catalog> {
+        &self.inner
+    }
+
+    /// The catalog's lake-stream options.
+    pub fn store_options(&self) -> &CatalogStoreOptions {
+        &self.store_options
+    }
+
+    /// Whether the table exists and is a lake-stream table. A missing table is `None`.
+    pub async fn lakestream_table(&self, identifier: &Identifier) -> paimon::Result<Option<Table>> {
+        match self.inner.get_table(identifier).await {
+            Ok(table) if options::is_enabled(table.schema().options()) => Ok(Some(table)),
+            Ok(_) | Err(paimon::Error::TableNotExist { .. }) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+/// The value `lakestream.enabled` ends with after `changes`, if they touch it.
+fn enabled_after(changes: &[SchemaChange]) -> Option<bool> {
+    changes.iter().fold(None, |state, change| match change {
+        SchemaChange::SetOption { key, value } if key == options::ENABLED => {
+            Some(options::is_enabled_value(value))
+        }
+        SchemaChange::RemoveOption { key } if key == options::ENABLED => Some(false),
+        _ => state,
+    })
+}
+
+/// Refuses turning the mode on for a name that is a branch or a system table.
+fn check_name_can_enable(identifier: &Identifier) -> Result<(), Error> {
+    let parsed = identifier.parsed_object_name()?;
+    let kind = if parsed.system_table().is_some() {
+        "system table"
+    } else if parsed.branch().is_some() {
+        "branch"
+    } else {
+        return Ok(());
+    };
+    Err(Error::CannotEnable {
+        table: identifier.full_name(),
+        kind,
+    })
+}
+
+/// Refuses turning the mode on for a table type other than a plain Paimon table.
+fn check_type_can_enable(
+    identifier: &Identifier,
+    table_options: &HashMap<String, String>,
+) -> Result<(), Error> {
+    match CoreOptions::new(table_options).table_type()? {
+        TableType::Table => Ok(()),
+        TableType::FormatTable => Err(Error::CannotEnable {
+            table: identifier.full_name(),
+            kind: "format table",
+        }),
+        _ => Err(Error::CannotEnable {
+            table: identifier.full_name(),
+            kind: "non-data table",
+        }),
+    }
+}
+
+#[async_trait]
+impl Catalog for LakeStreamCatalog {
+    fn as_any(&self) -> Option<&dyn Any> {
+        // Callers reach catalog-specific APIs (REST procedures) through this,
+        // as Java does through `rootCatalog`: answer with the wrapped catalog.
+        self.inner.as_any()
+    }
+
+    async fn list_databases(&self) -> paimon::Result<Vec<String>> {
+        self.inner.list_databases().await
+    }
+
+    async fn create_database(
+        &self,
+        name: &str,
+        ignore_if_exists: bool,
+        properties: HashMap<String, String>,
+    ) -> paimon::Result<()> {
+        self.inner
+            .create_database(name, ignore_if_exists, properties)
+            .await
+    }
+
+    async fn get_database(&self, name: &str) -> paimon::Result<Database> {
+        self.inner.get_database(name).await
+    }
+
+    async fn drop_database(
+        &self,
+        name: &str,
+        ignore_if_not_exists: bool,
+        cascade: bool,
+    ) -> paimon::Result<()> {
+        self.inner
+            .drop_database(name, ignore_if_not_exists, cascade)
+            .await
+    }
+
+    async fn get_table(&self, identifier: &Identifier) -> paimon::Result<Table> {
+        self.inner.get_table(identifier).await
+    }
+
+    async fn load_table(&self, identifier: &Identifier) -> paimon::Result<LoadedTable> {
+        self.inner.load_table(identifier).await
+    }
+
+    async fn list_tables(&self, database_name: &str) -> paimon::Result<Vec<String>> {
+        self.inner.list_tables(database_name).await
+    }
+
+    async fn create_table(
+        &self,
+        identifier: &Identifier,
+        creation: Schema,
+        ignore_if_exists: bool,
+    ) -> paimon::Result<()> {
+        if options::is_enabled(creation.options()) {
+            check_name_can_enable(identifier).map_err(Error::into_paimon)?;
+            check_type_can_enable(identifier, creation.options()).map_err(Error::into_paimon)?;
+        }
+        self.inner
+            .create_table(identifier, creation, ignore_if_exists)
+            .await
+    }
+
+    async fn drop_table(
+        &self,
+        identifier: &Identifier,
+        ignore_if_not_exists: bool,
+    ) -> paimon::Result<()> {
+        self.inner
+            .drop_table(identifier, ignore_if_not_exists)
+            .await
+    }
+
+    async fn rename_table(
+        &self,
+        from: &Identifier,
+        to: &Identifier,
+        ignore_if_not_exists: bool,
+    ) -> paimon::Result<()> {
+        if self.lakestream_table(from).await?.is_some() {
+            return Err(Error::RenameLakeStreamTable {
+                table: from.full_name(),
+            }
+            .into_paimon());
+        }
+        self.inner
+            .rename_table(from, to, ignore_if_not_exists)
+            .await
+    }
+
+    async fn alter_table(
+        &self,
+        identifier: &Identifier,
+        changes: Vec<SchemaChange>,
+        ignore_if_not_exists: bool,
+    ) -> paimon::Result<()> {
+        if enabled_after(&changes) == Some(true) {
+            check_name_can_enable(identifier).map_err(Error::into_paimon)?;
+            match self.inner.get_table(identifier).await {
+                Ok(table) => check_type_can_enable(identifier, table.schema().options())
+                    .map_err(Error::into_paimon)?,
+                // The wrapped catalog reports a missing table its own way.
+                Err(paimon::Error::TableNotExist { .. }) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        self.inner
+            .alter_table(identifier, changes, ignore_if_not_exists)
+            .await
+    }
+
+    async fn create_tag(
+        &self,
+        identifier: &Identifier,
+        tag_name: &str,
+        snapshot_id: Option<i64>,
+        ignore_if_exists: bool,
+    ) -> paimon::Result<()> {
+        self.inner
+            .create_tag(identifier, tag_name, snapshot_id, ignore_if_exists)
+            .await
+    }
+
+    async fn create_tag_with_retention(
+        &self,
+        identifier: &Identifier,
+        tag_name: &str,
+        snapshot_id: Option<i64>,
+        time_retained: Option<&str>,
+        ignore_if_exists: bool,
+    ) -> paimon::Result<()> {
+        self.inner
+            .create_tag_with_retention(
+                identifier,
+                tag_name,
+                snapshot_id,
+                time_retained,
+                ignore_if_exists,
+            )
+            .await
+    }
+
+    async fn get_tag(
+        &self,
+        identifier: &Identifier,
+        tag_name: &str,
+    ) -> paimon::Result<GetTagResponse> {
+        self.inner.get_tag(identifier, tag_name).await
+    }
+
+    async fn delete_tag(
+        &self,
+        identifier: &Identifier,
+        tag_name: &str,
+        ignore_if_not_exists: bool,
+    ) -> paimon::Result<()> {
+        self.inner
+            .delete_tag(identifier, tag_name, ignore_if_not_exists)
+            .await
+    }
+
+    async fn create_view(
+        &self,
+        identifier: &Identifier,
+        schema: ViewSchema,
+        ignore_if_exists: bool,
+    ) -> paimon::Result<()> {
+        self.inner
+            .create_view(identifier, schema, ignore_if_exists)
+            .await
+    }
+
+    async fn drop_view(
+        &self,
+        identifier: &Identifier,
+        ignore_if_not_exists: bool,
+    ) -> paimon::Result<()> {
+        self.inner.drop_view(identifier, ignore_if_not_exists).await
+    }
+
+    async fn list_views(&self, database_name: &str) -> paimon::Result<Vec<String>> {
+        self.inner.list_views(database_name).await
+    }
+
+    async fn get_view(&self, identifier: &Identifier) -> paimon::Result<View> {
+        self.inner.get_view(identifier).await
+    }
+
+    async fn create_function(
+        &self,
+        function: &Function,
+        ignore_if_exists: bool,
+    ) -> paimon::Result<()> {
+        self.inner.create_function(function, ignore_if_exists).await
+    }
+
+    async fn list_functions(&self, database_name: &str) -> paimon::Result<Vec<String>> {
+        self.inner.list_functions(database_name).await
+    }
+
+    async fn get_function(&self, identifier: &Identifier) -> paimon::Result<Function> {
+        self.inner.get_function(identifier).await
+    }
+
+    async fn create_partitions(
+        &self,
+        identifier: &Identifier,
+        partition_specs: Vec<HashMap<String, String>>,
+        ignore_if_exists: bool,
+    ) -> paimon::Result<()> {
+        self.inner
+            .create_partitions(identifier, partition_specs, ignore_if_exists)
+            .await
+    }
+
+    async fn create_partitions_with_statistics(
+        &self,
+        identifier: &Identifier,
+        partition_specs: Vec<HashMap<String, String>>,
+        ignore_if_exists: bool,
+        statistics: Option<Vec<PartitionStatistics>>,
+        replace_statistics: bool,
+    ) -> paimon::Result<()> {
+        self.inner
+            .create_partitions_with_statistics(
+                identifier,
+                partition_specs,
+                ignore_if_exists,
+                statistics,
+                replace_statistics,
+            )
+            .await
+    }
+
+    async fn drop_partitions(
+        &self,
+        identifier: &Identifier,
+        partition_specs: Vec<HashMap<String, String>>,
+    ) -> paimon::Result<()> {
+        self.inner
+            .drop_partitions(identifier, partition_specs)
+            .await
+    }
+
+    async fn list_partitions_by_names(
+        &self,
+        identifier: &Identifier,
+        partition_specs: Vec<HashMap<String, String>>,
+    ) -> paimon::Result<Vec<Partition>> {
+        self.inner
+            .list_partitions_by_names(identifier, partition_specs)
+            .await
+    }
+
+    async fn list_partitions(&self, identifier: &Identifier) -> paimon::Result<Vec<Partition>> {
+        self.inner.list_partitions(identifier).await
+    }
+
+    async fn list_partitions_paged(
+        &self,
+        identifier: &Identifier,
+        max_results: Option<u32>,
+        page_token: Option<&str>,
+    ) -> paimon::Result<PagedList<Partition>> {
+        self.inner
+            .list_partitions_paged(identifier, max_results, page_token)
+            .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn enabled_after_takes_the_last_change() {
+        let set = |v: &str| SchemaChange::SetOption {
+            key: options::ENABLED.to_string(),
+            value: v.to_string(),
+        };
+        assert_eq!(enabled_after(&[]), None);
+        assert_eq!(enabled_after(&[set("TRUE")]), Some(true));
+        assert_eq!(enabled_after(&[set("true"), set("no")]), Some(false));
+        assert_eq!(
+            enabled_after(&[
+                set("false"),
+                SchemaChange::RemoveOption {
+                    key: options::ENABLED.to_string()
+                },
+                set("True"),
+            ]),
+            Some(true)
+        );
+        assert_eq!(
+            enabled_after(&[SchemaChange::SetOption {
+                key: "other".to_string(),
+                value: "true".to_string()
+            }]),
+            None
+        );
+    }
+
+    #[test]
+    fn branches_and_system_tables_cannot_be_enabled() {
+        let e = check_name_can_enable(&Identifier::new("db", "t$branch_b1"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("branch 'db.t$branch_b1'"), "{e}");
+        let e = check_name_can_enable(&Identifier::new("db", "t$snapshots"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("system table 'db.t$snapshots'"), "{e}");
+        check_name_can_enable(&Identifier::new("db", "t")).unwrap();
+    }
+}
