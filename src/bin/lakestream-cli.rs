@@ -1,0 +1,224 @@
+//! `lakestream-cli`: run SQL against a Paimon warehouse in lake-stream mode.
+//!
+//! ```text
+//! lakestream-cli --warehouse ./warehouse -c "CREATE TABLE t (id INT)" -f script.sql
+//! ```
+
+use std::collections::HashMap;
+use std::io::{IsTerminal, Read, Write};
+use std::path::Path;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Instant;
+
+use clap::{ArgMatches, CommandFactory, FromArgMatches, Parser};
+use datafusion::arrow::datatypes::DataType;
+use datafusion::arrow::record_batch::RecordBatch;
+use paimon_lakestream::cli::print::{write_batches, Format};
+use paimon_lakestream::cli::script::split_statements;
+use paimon_lakestream::LakeStreamContext;
+
+/// Run SQL against a Paimon warehouse whose tables can be in lake-stream mode.
+#[derive(Debug, Parser)]
+#[command(name = "lakestream-cli", version)]
+struct Args {
+    /// Warehouse directory or URL of the Paimon catalog.
+    #[arg(long, default_value = "./warehouse", value_name = "DIR|URL")]
+    warehouse: String,
+
+    /// Name the catalog is registered under.
+    #[arg(long, default_value = "paimon", value_name = "NAME")]
+    catalog: String,
+
+    /// Lakestream store of the catalog (`lakestream.store`), or `none`.
+    #[arg(long, default_value = "local", value_name = "ID|none")]
+    store: String,
+
+    /// A further catalog option, e.g. `metastore=rest` or `fluss.bootstrap.servers=host:9123`.
+    #[arg(long = "option", value_name = "KEY=VALUE", value_parser = parse_key_value)]
+    options: Vec<(String, String)>,
+
+    /// SQL to run; statements separated by `;`. Repeatable; runs in order with `-f`.
+    #[arg(short = 'c', long = "command", value_name = "SQL")]
+    commands: Vec<String>,
+
+    /// File of SQL statements to run. Repeatable; runs in order with `-c`.
+    #[arg(short = 'f', long = "file", value_name = "FILE")]
+    files: Vec<String>,
+
+    /// Output format: table, csv, json or ndjson.
+    #[arg(long, default_value = "table")]
+    format: Format,
+
+    /// Print results only: no timing or acknowledgement lines.
+    #[arg(short, long)]
+    quiet: bool,
+}
+
+fn parse_key_value(text: &str) -> Result<(String, String), String> {
+    match text.split_once('=') {
+        Some((key, value)) if !key.trim().is_empty() => {
+            Ok((key.trim().to_string(), value.to_string()))
+        }
+        _ => Err(format!("expected KEY=VALUE, got '{text}'")),
+    }
+}
+
+/// One `-c` or `-f`, in the order given.
+enum Source {
+    Command(String),
+    File(String),
+}
+
+/// The `-c` and `-f` arguments interleaved as they appeared on the command line.
+fn sources_in_order(args: &Args, matches: &ArgMatches) -> Vec<Source> {
+    let commands = matches
+        .indices_of("commands")
+        .into_iter()
+        .flatten()
+        .zip(args.commands.iter().cloned().map(Source::Command));
+    let files = matches
+        .indices_of("files")
+        .into_iter()
+        .flatten()
+        .zip(args.files.iter().cloned().map(Source::File));
+    let mut sources: Vec<(usize, Source)> = commands.chain(files).collect();
+    sources.sort_by_key(|(index, _)| *index);
+    sources.into_iter().map(|(_, source)| source).collect()
+}
+
+fn catalog_options(args: &Args) -> Result<HashMap<String, String>, String> {
+    let warehouse = if args.warehouse.contains("://") {
+        args.warehouse.clone()
+    } else {
+        let path = Path::new(&args.warehouse);
+        std::fs::create_dir_all(path)
+            .and_then(|()| path.canonicalize())
+            .map_err(|e| format!("cannot use warehouse directory '{}': {e}", args.warehouse))?
+            .to_string_lossy()
+            .into_owned()
+    };
+    let mut options = HashMap::from([("warehouse".to_string(), warehouse)]);
+    if args.store != "none" {
+        options.insert("lakestream.store".to_string(), args.store.clone());
+    }
+    options.extend(args.options.iter().cloned());
+    Ok(options)
+}
+
+/// SQLContext answers DDL with one `result` row saying `OK`.
+fn is_acknowledgement(batches: &[RecordBatch]) -> bool {
+    let [batch] = batches else { return false };
+    let schema = batch.schema();
+    batch.num_rows() == 1
+        && schema.fields().len() == 1
+        && schema.field(0).name() == "result"
+        && matches!(schema.field(0).data_type(), DataType::Utf8)
+}
+
+struct Runner {
+    ctx: LakeStreamContext,
+    format: Format,
+    quiet: bool,
+}
+
+impl Runner {
+    async fn run_statement(&self, sql: &str) -> Result<(), String> {
+        let started = Instant::now();
+        let df = self.ctx.sql(sql).await.map_err(|e| e.to_string())?;
+        let schema = Arc::clone(df.schema().inner());
+        let batches = df.collect().await.map_err(|e| e.to_string())?;
+        let elapsed = started.elapsed().as_secs_f64();
+        let stdout = std::io::stdout();
+        let mut out = stdout.lock();
+        let ack = is_acknowledgement(&batches);
+        if !ack {
+            write_batches(&mut out, self.format, &schema, &batches).map_err(|e| e.to_string())?;
+        }
+        if !self.quiet {
+            let rows: usize = batches.iter().map(RecordBatch::num_rows).sum();
+            let status = if ack {
+                format!("OK. Query took {elapsed:.3} seconds.")
+            } else {
+                format!("{rows} rows in set. Query took {elapsed:.3} seconds.")
+            };
+            // Machine-readable formats keep stdout for data.
+            if self.format == Format::Table {
+                writeln!(out, "{status}\n").map_err(|e| e.to_string())?;
+            } else {
+                eprintln!("{status}");
+            }
+        }
+        out.flush().map_err(|e| e.to_string())
+    }
+
+    async fn run_script(&self, text: &str) -> Result<(), String> {
+        for statement in split_statements(text) {
+            self.run_statement(&statement).await?;
+        }
+        Ok(())
+    }
+}
+
+async fn run(args: Args, matches: ArgMatches) -> Result<(), String> {
+    let mut ctx = LakeStreamContext::new();
+    ctx.register_catalog(&args.catalog, catalog_options(&args)?)
+        .await
+        .map_err(|e| format!("cannot open catalog '{}': {e}", args.catalog))?;
+    let sources = sources_in_order(&args, &matches);
+    let runner = Runner {
+        ctx,
+        format: args.format,
+        quiet: args.quiet,
+    };
+    if sources.is_empty() {
+        let mut stdin = std::io::stdin();
+        if stdin.is_terminal() {
+            return Err(
+                "no statements: pass -c SQL or -f FILE, or pipe statements to standard input"
+                    .to_string(),
+            );
+        }
+        let mut text = String::new();
+        stdin
+            .read_to_string(&mut text)
+            .map_err(|e| format!("cannot read standard input: {e}"))?;
+        return runner.run_script(&text).await;
+    }
+    for source in sources {
+        match source {
+            Source::Command(sql) => runner.run_script(&sql).await?,
+            Source::File(path) => {
+                let text = std::fs::read_to_string(&path)
+                    .map_err(|e| format!("cannot read '{path}': {e}"))?;
+                runner.run_script(&text).await?;
+            }
+        }
+    }
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    let matches = Args::command().get_matches();
+    let args = match Args::from_arg_matches(&matches) {
+        Ok(args) => args,
+        Err(e) => e.exit(),
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("Error: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run(args, matches)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("Error: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}
