@@ -1,1 +1,6 @@
-fn main(){}
+mod catalog_api;
+mod cli;
+mod rest_server;
+mod rest_smoke;
+mod slt;
+mod support;

@@ -1,0 +1,125 @@
+//! The catalog decorator through the `paimon::Catalog` API, for what SQL does
+//! not reach: branches, forwarding of defaulted methods, `as_any`.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use paimon::catalog::{Catalog, Identifier};
+use paimon::spec::{DataType, IntType, Schema, SchemaChange};
+use paimon::table::BranchManager;
+use paimon_lakestream::options::CatalogStoreOptions;
+use paimon_lakestream::LakeStreamCatalog;
+
+use crate::support::{CatalogKind, TestWarehouse};
+
+async fn decorated(warehouse: &TestWarehouse) -> LakeStreamCatalog {
+    let inner =
+        paimon::CatalogFactory::create(paimon::Options::from_map(warehouse.catalog_options()))
+            .await
+            .expect("catalog");
+    LakeStreamCatalog::new(inner, CatalogStoreOptions::default())
+}
+
+fn schema(options: &[(&str, &str)]) -> Schema {
+    let mut builder = Schema::builder().column("id", DataType::Int(IntType::new()));
+    for (k, v) in options {
+        builder = builder.option(*k, *v);
+    }
+    builder.build().expect("schema")
+}
+
+fn enable() -> Vec<SchemaChange> {
+    vec![SchemaChange::SetOption {
+        key: "lakestream.enabled".to_string(),
+        value: "true".to_string(),
+    }]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn branch_cannot_be_enabled_through_the_api() {
+    let warehouse = TestWarehouse::new(CatalogKind::Filesystem).await;
+    let catalog = decorated(&warehouse).await;
+    catalog
+        .create_database("db", true, HashMap::new())
+        .await
+        .unwrap();
+    let t = Identifier::new("db", "t");
+    catalog.create_table(&t, schema(&[]), false).await.unwrap();
+    let table = catalog.get_table(&t).await.unwrap();
+    BranchManager::new(table.file_io().clone(), table.location().to_string())
+        .create_branch("b1")
+        .await
+        .unwrap();
+
+    let err = catalog
+        .alter_table(&Identifier::new("db", "t$branch_b1"), enable(), false)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("cannot set 'lakestream.enabled'='true' on branch 'db.t$branch_b1'"),
+        "{err}"
+    );
+    let err = catalog
+        .create_table(
+            &Identifier::new("db", "u$branch_b1"),
+            schema(&[("lakestream.enabled", "true")]),
+            false,
+        )
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("on branch 'db.u$branch_b1'"), "{err}");
+    // The main branch can be enabled, and then its rename is refused.
+    catalog.alter_table(&t, enable(), false).await.unwrap();
+    let err = catalog
+        .rename_table(&t, &Identifier::new("db", "u"), false)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("cannot rename lake-stream table 'db.t'"),
+        "{err}"
+    );
+    assert!(catalog.get_table(&t).await.is_ok());
+}
+
+async fn forwards_everything(kind: CatalogKind) {
+    let warehouse = TestWarehouse::new(kind).await;
+    let catalog = decorated(&warehouse).await;
+    let any = catalog.as_any().expect("as_any is forwarded");
+    match kind {
+        CatalogKind::Filesystem => assert!(any.is::<paimon::FileSystemCatalog>()),
+        CatalogKind::Rest => assert!(any.is::<paimon::catalog::RESTCatalog>()),
+    }
+    catalog
+        .create_database("db", true, HashMap::new())
+        .await
+        .unwrap();
+    let t = Identifier::new("db", "t");
+    catalog.create_table(&t, schema(&[]), false).await.unwrap();
+    assert_eq!(catalog.list_tables("db").await.unwrap(), vec!["t"]);
+    // A defaulted method that the wrapped catalog overrides.
+    let direct: Arc<dyn Catalog> =
+        paimon::CatalogFactory::create(paimon::Options::from_map(warehouse.catalog_options()))
+            .await
+            .unwrap();
+    assert_eq!(
+        catalog.list_partitions(&t).await.map(|p| p.len()).ok(),
+        direct.list_partitions(&t).await.map(|p| p.len()).ok()
+    );
+    assert_eq!(
+        catalog.list_views("db").await.is_ok(),
+        direct.list_views("db").await.is_ok()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forwards_every_method_filesystem() {
+    forwards_everything(CatalogKind::Filesystem).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forwards_every_method_rest() {
+    forwards_everything(CatalogKind::Rest).await;
+}

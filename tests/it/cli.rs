@@ -1,0 +1,148 @@
+//! `lakestream-cli` driven as a script runner, the way users and CI call it.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn cli(warehouse: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_lakestream-cli"))
+        .arg("--warehouse")
+        .arg(warehouse)
+        .args(args)
+        .output()
+        .expect("run lakestream-cli")
+}
+
+fn stdout(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+#[test]
+fn runs_commands_and_files_in_order_with_formats() {
+    let dir = tempfile::tempdir().unwrap();
+    let warehouse = dir.path().join("wh");
+    let script = dir.path().join("script.sql");
+    std::fs::write(
+        &script,
+        "INSERT INTO t VALUES (2, 'b;c');\n-- a comment; with a semicolon\nINSERT INTO t VALUES (3, NULL);",
+    )
+    .unwrap();
+    let out = cli(
+        &warehouse,
+        &[
+            "-q",
+            "-c",
+            "CREATE TABLE t (id INT, v STRING); INSERT INTO t VALUES (1, 'a')",
+            "-f",
+            script.to_str().unwrap(),
+            "--format",
+            "csv",
+            "-c",
+            "SELECT id, v FROM t ORDER BY id",
+        ],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stdout(&out).ends_with("id,v\n1,a\n2,b;c\n3,\n"),
+        "{}",
+        stdout(&out)
+    );
+
+    // The same warehouse, reopened: json and ndjson, and the default database is current.
+    let out = cli(
+        &warehouse,
+        &[
+            "-q",
+            "--format",
+            "json",
+            "-c",
+            "SELECT id FROM paimon.default.t WHERE id < 3 ORDER BY id",
+        ],
+    );
+    assert_eq!(
+        stdout(&out),
+        "[{\"id\":1},{\"id\":2}]\n",
+        "{}",
+        stderr(&out)
+    );
+    let out = cli(
+        &warehouse,
+        &[
+            "-q",
+            "--format",
+            "ndjson",
+            "-c",
+            "SELECT count(*) AS n FROM t",
+        ],
+    );
+    assert_eq!(stdout(&out), "{\"n\":3}\n");
+}
+
+#[test]
+fn table_format_prints_rows_and_timing_unless_quiet() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = cli(dir.path(), &["-c", "SELECT 1 AS one"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(text.contains("| one |"), "{text}");
+    assert!(text.contains("1 rows in set. Query took"), "{text}");
+    let out = cli(dir.path(), &["-q", "-c", "SELECT 1 AS one"]);
+    assert!(!stdout(&out).contains("Query took"));
+}
+
+#[test]
+fn a_failing_statement_stops_the_script_with_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = cli(
+        dir.path(),
+        &[
+            "-q",
+            "-c",
+            "CREATE TABLE t (id INT) WITH ('lakestream.enabled' = 'true')",
+            "-c",
+            "ALTER TABLE t RENAME TO u",
+            "-c",
+            "CREATE TABLE never (id INT)",
+        ],
+    );
+    assert!(!out.status.success());
+    let err = stderr(&out);
+    assert!(
+        err.contains("cannot rename lake-stream table 'default.t'"),
+        "{err}"
+    );
+    // The statement after the failure did not run.
+    let out = cli(dir.path(), &["-q", "--format", "csv", "-c", "SHOW TABLES"]);
+    assert!(!stdout(&out).contains("never"), "{}", stdout(&out));
+}
+
+#[test]
+fn store_option_is_recorded_in_the_catalog_options() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = cli(dir.path(), &["--store", "bad store", "-c", "SELECT 1"]);
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("lakestream.store"),
+        "{}",
+        stderr(&out)
+    );
+    let out = cli(
+        dir.path(),
+        &[
+            "--store",
+            "none",
+            "--option",
+            "lakestream.enabled=true",
+            "-c",
+            "SELECT 1",
+        ],
+    );
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("table option"), "{}", stderr(&out));
+    let out = cli(dir.path(), &["--option", "novalue", "-c", "SELECT 1"]);
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("KEY=VALUE"), "{}", stderr(&out));
+}
