@@ -71,6 +71,145 @@ pub enum Error {
         kind: &'static str,
     },
 
+    /// `t$rt` of a table that does not exist.
+    #[error("table '{name}' not found: table '{table}' does not exist")]
+    RealtimeOfMissingTable {
+        /// The name as written.
+        name: String,
+        /// The table's full name.
+        table: String,
+    },
+
+    /// `t$rt` of a table that is not a lake-stream table.
+    #[error(
+        "table '{name}' not found: '{table}' is not a lake-stream table. Turn the mode on with \
+         ALTER TABLE {table} SET TBLPROPERTIES ('lakestream.enabled'='true'), or read '{table}'"
+    )]
+    NotLakeStream {
+        /// The name as written.
+        name: String,
+        /// The table's full name.
+        table: String,
+    },
+
+    /// A time-travel clause or option on `t$rt`.
+    #[error(
+        "'{name}' has no history, so {clause} cannot apply to it; read '{table}' for time travel"
+    )]
+    RealtimeTimeTravel {
+        /// The name as written.
+        name: String,
+        /// The table's name.
+        table: String,
+        /// The clause or option.
+        clause: String,
+    },
+
+    /// A write to `t$rt`.
+    #[error("'{name}' is read-only: write to '{table}'")]
+    RealtimeReadOnly {
+        /// The name as written.
+        name: String,
+        /// The table's name.
+        table: String,
+    },
+
+    /// A read, write or mode change that needs a store, where none is named.
+    #[error(
+        "{operation} on lake-stream table '{table}' needs a store, but {scope} names none. Set \
+         the catalog option 'lakestream.store' (e.g. 'local'). Writes never fall back to Paimon: \
+         that would leave Paimon and the store holding different values for the same keys"
+    )]
+    NoStore {
+        /// What was attempted.
+        operation: String,
+        /// The table's full name.
+        table: String,
+        /// `catalog 'paimon'`, or `the external table` in connector mode.
+        scope: String,
+    },
+
+    /// A write the store cannot take for this table.
+    #[error("{operation} on lake-stream table '{table}' is not supported: {reason}")]
+    WriteNotSupported {
+        /// The statement.
+        operation: String,
+        /// The table's full name.
+        table: String,
+        /// Why, and what to do instead.
+        reason: String,
+    },
+
+    /// `lakestream.store` names no registered factory.
+    #[error(
+        "no lakestream store '{store}' is registered; registered stores: {}",
+        if registered.is_empty() { "none".to_string() } else { registered.join(", ") }
+    )]
+    UnknownStore {
+        /// The identifier asked for.
+        store: String,
+        /// The identifiers that are registered.
+        registered: Vec<String>,
+    },
+
+    /// The store could not be created or reached.
+    #[error("lakestream store '{store}' is not available: {reason}")]
+    StoreUnavailable {
+        /// The store's identifier.
+        store: String,
+        /// What went wrong.
+        reason: String,
+    },
+
+    /// A store call did not answer in time.
+    #[error(
+        "lakestream store '{store}' did not answer within {timeout:?} ({operation}); the bound is \
+         the catalog option 'lakestream.timeout'"
+    )]
+    StoreTimeout {
+        /// The store's identifier.
+        store: String,
+        /// What was asked of it.
+        operation: String,
+        /// The bound.
+        timeout: std::time::Duration,
+    },
+
+    /// The store has no table for a lake-stream table.
+    #[error(
+        "lakestream store '{store}' has no table for '{table}'. Turning the mode on attaches it: \
+         ALTER TABLE {table} SET TBLPROPERTIES ('lakestream.enabled'='true')"
+    )]
+    StoreTableMissing {
+        /// The store's identifier.
+        store: String,
+        /// The table's full name.
+        table: String,
+    },
+
+    /// A store failed.
+    #[error("lakestream store '{store}' failed: {source}")]
+    StoreFailed {
+        /// The store's identifier.
+        store: String,
+        /// The store's error.
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+
+    /// `t$rt` with table options.
+    #[error(
+        "'{name}' takes no table options (WITH (...)): the store has no history, and routing \
+         follows the table's stored options"
+    )]
+    RealtimeOptions {
+        /// The name as written.
+        name: String,
+    },
+
+    /// A broken invariant of this crate: a bug, not a user error.
+    #[error("internal error in paimon-lakestream: {0}")]
+    Internal(String),
+
     /// An error from the paimon crate.
     #[error(transparent)]
     Paimon(#[from] paimon::Error),
@@ -143,7 +282,13 @@ impl Error {
     /// Whether the user can fix this by changing the statement or the options:
     /// such errors are DataFusion plan errors.
     fn is_user_error(&self) -> bool {
-        !matches!(self, Error::Paimon(_) | Error::DataFusion(_))
+        !matches!(
+            self,
+            Error::Paimon(_)
+                | Error::DataFusion(_)
+                | Error::StoreFailed { .. }
+                | Error::Internal(_)
+        )
     }
 
     /// Wraps this error as a [`paimon::Error`] for the `paimon::Catalog`
@@ -159,11 +304,20 @@ impl Error {
     }
 }
 
+impl Error {
+    /// As a [`DataFusionError`]: plan errors for what the user can fix.
+    pub(crate) fn into_datafusion(self) -> DataFusionError {
+        self.into()
+    }
+}
+
 impl From<Error> for DataFusionError {
     fn from(error: Error) -> Self {
         match error {
             Error::DataFusion(e) => e,
             Error::Paimon(e) => paimon_datafusion::to_datafusion_error(e),
+            e @ Error::StoreFailed { .. } => DataFusionError::External(Box::new(e)),
+            Error::Internal(message) => DataFusionError::Internal(message),
             user => DataFusionError::Plan(user.to_string()),
         }
     }

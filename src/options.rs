@@ -6,6 +6,7 @@
 //! session options; [`reject_session_key`] is what refuses them.
 
 use std::collections::{BTreeMap, HashMap};
+use std::time::Duration;
 
 use crate::error::{Error, Result};
 
@@ -13,11 +14,17 @@ use crate::error::{Error, Result};
 pub const ENABLED: &str = "lakestream.enabled";
 /// Catalog option naming the store (`local`, `fluss`, ...).
 pub const STORE: &str = "lakestream.store";
+/// Catalog option bounding each store call (creation, attach, planning a
+/// read, acknowledging a write): a duration such as `30s`, `500ms`, `2min`.
+pub const TIMEOUT: &str = "lakestream.timeout";
 /// Prefix of every lake-stream key.
 pub const PREFIX: &str = "lakestream.";
 
+/// The default of [`TIMEOUT`].
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
+
 /// The catalog options this crate knows under [`PREFIX`].
-const KNOWN_CATALOG_KEYS: &[&str] = &[STORE];
+const KNOWN_CATALOG_KEYS: &[&str] = &[STORE, TIMEOUT];
 
 /// Whether a value of [`ENABLED`] turns the mode on: exactly `true`, ignoring
 /// ASCII case. Anything else, including `yes`, ` true` and the empty string, is off.
@@ -44,10 +51,21 @@ pub fn is_lakestream_key(key: &str) -> bool {
 
 /// The lake-stream part of a catalog's options: the store it names, and the
 /// options forwarded to that store with the `<identifier>.` prefix stripped.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CatalogStoreOptions {
     store: Option<String>,
     store_options: BTreeMap<String, String>,
+    timeout: Duration,
+}
+
+impl Default for CatalogStoreOptions {
+    fn default() -> Self {
+        Self {
+            store: None,
+            store_options: BTreeMap::new(),
+            timeout: DEFAULT_TIMEOUT,
+        }
+    }
 }
 
 impl CatalogStoreOptions {
@@ -67,8 +85,18 @@ impl CatalogStoreOptions {
                 });
             }
         }
+        let timeout = match options.get(TIMEOUT) {
+            Some(text) => parse_duration(text).map_err(|reason| Error::InvalidOption {
+                key: TIMEOUT.to_string(),
+                reason,
+            })?,
+            None => DEFAULT_TIMEOUT,
+        };
         let Some(store) = options.get(STORE) else {
-            return Ok(Self::default());
+            return Ok(Self {
+                timeout,
+                ..Self::default()
+            });
         };
         validate_store_identifier(store)?;
         let prefix = format!("{store}.");
@@ -90,6 +118,17 @@ impl CatalogStoreOptions {
         Ok(Self {
             store: Some(store.clone()),
             store_options,
+            timeout,
+        })
+    }
+
+    /// A catalog naming `store`, with `store_options` (prefix already stripped).
+    pub fn for_store(store: &str, store_options: BTreeMap<String, String>) -> Result<Self> {
+        validate_store_identifier(store)?;
+        Ok(Self {
+            store: Some(store.to_string()),
+            store_options,
+            timeout: DEFAULT_TIMEOUT,
         })
     }
 
@@ -102,6 +141,33 @@ impl CatalogStoreOptions {
     pub fn store_options(&self) -> &BTreeMap<String, String> {
         &self.store_options
     }
+
+    /// The bound on each store call.
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
+}
+
+/// Parses a duration: a whole number followed by `ms`, `s`, `min` or `h`
+/// (spaces allowed in between); a bare number is milliseconds.
+pub fn parse_duration(text: &str) -> std::result::Result<Duration, String> {
+    let trimmed = text.trim();
+    let split = trimmed
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(trimmed.len());
+    let (number, unit) = trimmed.split_at(split);
+    let invalid =
+        || format!("'{text}' is not a duration; write e.g. '500ms', '30s', '2min' or '1h'");
+    let value: u64 = number.parse().map_err(|_| invalid())?;
+    let millis_per_unit: u64 = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "ms" => 1,
+        "s" | "sec" => 1_000,
+        "min" => 60_000,
+        "h" => 3_600_000,
+        _ => return Err(invalid()),
+    };
+    let millis = value.checked_mul(millis_per_unit).ok_or_else(invalid)?;
+    Ok(Duration::from_millis(millis))
 }
 
 /// A store identifier is a plain word: letters, digits, `_` and `-`.
@@ -260,6 +326,35 @@ mod tests {
                 .to_string();
         assert!(err.contains("lakestream.enabled"), "{err}");
         assert!(err.contains("table option"), "{err}");
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("30s"), Ok(Duration::from_secs(30)));
+        assert_eq!(parse_duration(" 500 ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("2min"), Ok(Duration::from_secs(120)));
+        assert_eq!(parse_duration("1h"), Ok(Duration::from_secs(3600)));
+        assert_eq!(parse_duration("250"), Ok(Duration::from_millis(250)));
+        for bad in [
+            "",
+            "s",
+            "-1s",
+            "1.5s",
+            "1 day",
+            "99999999999999999999h",
+            "1e3",
+        ] {
+            assert!(parse_duration(bad).is_err(), "{bad}");
+        }
+        let parsed =
+            CatalogStoreOptions::from_catalog_options(&opts(&[("lakestream.timeout", "2s")]))
+                .unwrap();
+        assert_eq!(parsed.timeout(), Duration::from_secs(2));
+        let err =
+            CatalogStoreOptions::from_catalog_options(&opts(&[("lakestream.timeout", "soon")]))
+                .unwrap_err()
+                .to_string();
+        assert!(err.contains("lakestream.timeout"), "{err}");
     }
 
     #[test]

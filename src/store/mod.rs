@@ -1,0 +1,238 @@
+//! The lakestream store abstraction: what a store does for a lake-stream
+//! table, how stores are found (a registry of factories keyed by identifier)
+//! and how a catalog reaches its store (created on first use, retried after a
+//! failure, every call bounded in time).
+//!
+//! The core names no store type: `local`, `fluss` and test stores all come in
+//! through [`StoreRegistry::register`].
+
+mod lazy;
+mod registry;
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt::Debug;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use datafusion::arrow::array::RecordBatch;
+use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use datafusion::execution::SendableRecordBatchStream;
+use paimon::catalog::{Catalog, Identifier};
+use paimon::table::Table;
+
+use crate::error::{Error, Result};
+
+pub use lazy::LazyStore;
+pub use registry::StoreRegistry;
+
+/// The column a store's change log carries after the table's columns: what
+/// each row does ([`RowKind`] as `Int8`).
+pub const ROW_KIND_COLUMN: &str = "_lakestream_row_kind";
+
+/// What a row of a store's change log does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(i8)]
+pub enum RowKind {
+    /// A new row (append tables) or the newest version of a key (primary-key tables).
+    Upsert = 0,
+    /// The key is gone (primary-key tables).
+    Delete = 3,
+}
+
+impl RowKind {
+    /// The value stored in [`ROW_KIND_COLUMN`].
+    pub fn as_i8(self) -> i8 {
+        self as i8
+    }
+
+    /// Reads a value of [`ROW_KIND_COLUMN`].
+    pub fn from_i8(value: i8) -> Option<Self> {
+        match value {
+            0 => Some(RowKind::Upsert),
+            3 => Some(RowKind::Delete),
+            _ => None,
+        }
+    }
+}
+
+/// What a write does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WriteKind {
+    /// Add rows to an append (log) table.
+    Append,
+    /// Insert or replace rows of a primary-key table by key.
+    Upsert,
+    /// Remove the keys of the given rows from a primary-key table. Only the
+    /// primary-key columns of the rows are meaningful.
+    Delete,
+}
+
+impl WriteKind {
+    /// The row kind the written rows get in the store's change log.
+    pub fn row_kind(self) -> RowKind {
+        match self {
+            WriteKind::Append | WriteKind::Upsert => RowKind::Upsert,
+            WriteKind::Delete => RowKind::Delete,
+        }
+    }
+}
+
+/// How a read of `t$rt` ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ScanMode {
+    /// Bounded: up to the store position fixed when the query is planned.
+    #[default]
+    Batch,
+    /// Unbounded: the same start, then every later write until cancelled.
+    Streaming,
+}
+
+/// What a read of `t$rt` covers, fixed when the query is planned.
+#[derive(Debug, Clone)]
+pub struct StoreRead {
+    /// The Paimon snapshot whose rows the read starts from. `None`: the store
+    /// holds all of the table's rows.
+    pub snapshot_id: Option<i64>,
+    /// The store's changes after that snapshot.
+    pub log: Arc<dyn StoreLog>,
+}
+
+/// The store's change log of a table, after the Paimon snapshot of a
+/// [`StoreRead`]. Batches have the table's columns in [`table_arrow_schema`]
+/// form followed by [`ROW_KIND_COLUMN`], in write order.
+pub trait StoreLog: Debug + Send + Sync {
+    /// The changes up to the end fixed when the read was planned.
+    fn read_bounded(&self) -> Result<SendableRecordBatchStream>;
+
+    /// The changes after that end, as they are written, until the stream is
+    /// dropped. Only asked for in [`ScanMode::Streaming`].
+    fn follow(&self) -> Result<SendableRecordBatchStream>;
+}
+
+/// A store: takes the writes of lake-stream tables and serves their newest rows.
+#[async_trait]
+pub trait LakestreamStore: Debug + Send + Sync {
+    /// The identifier the store's factory is registered under.
+    fn identifier(&self) -> &str;
+
+    /// Creates or attaches the store-side table for `table` as the mode is
+    /// turned on. Idempotent. The table's current Paimon snapshot is where the
+    /// store starts: an existing table with data is promoted in place.
+    async fn attach_table(&self, table: &Table) -> Result<()>;
+
+    /// Removes the store-side table and its rows. A missing table is not an error.
+    async fn drop_table(&self, identifier: &Identifier) -> Result<()>;
+
+    /// Fixes what a read of `t$rt` covers. Errors with
+    /// [`Error::StoreTableMissing`] when the store has no table for `table`.
+    async fn plan_read(&self, table: &Table, mode: ScanMode) -> Result<StoreRead>;
+
+    /// Writes `batches` (in [`table_arrow_schema`] form) as one unit and
+    /// returns the number of rows. Returning means the rows are durable in the
+    /// store and visible to the next [`Self::plan_read`].
+    async fn write(&self, table: &Table, kind: WriteKind, batches: Vec<RecordBatch>)
+        -> Result<u64>;
+
+    /// Whether the store can take [`WriteKind::Delete`] for primary-key tables.
+    fn supports_deletes(&self) -> bool {
+        true
+    }
+}
+
+/// How a lake-stream table reaches its store: through its catalog, or, for an
+/// external table opened by path, through the statement's options.
+#[derive(Debug, Clone)]
+pub struct StoreBinding {
+    store: Option<Arc<LazyStore>>,
+    scope: String,
+}
+
+impl StoreBinding {
+    /// A binding to `store` (or to none), described as `scope` in errors
+    /// (`catalog 'paimon'`, `the external table`).
+    pub fn new(store: Option<Arc<LazyStore>>, scope: String) -> Self {
+        Self { store, scope }
+    }
+
+    /// The store, or the error a lake-stream `operation` on `table` gets
+    /// where no store is named.
+    pub fn require(&self, operation: &str, table: &Identifier) -> Result<&Arc<LazyStore>> {
+        self.store.as_ref().ok_or_else(|| Error::NoStore {
+            operation: operation.to_string(),
+            table: table.full_name(),
+            scope: self.scope.clone(),
+        })
+    }
+}
+
+/// What a factory gets to create a store.
+#[derive(Clone)]
+pub struct StoreContext {
+    /// The catalog options `<identifier>.<key>`, as `<key>`.
+    pub options: BTreeMap<String, String>,
+    /// All of the catalog's options (`warehouse`, ...), for defaults.
+    pub catalog_options: HashMap<String, String>,
+    /// The Paimon catalog the store serves (without the lake-stream decorator).
+    pub catalog: Arc<dyn Catalog>,
+}
+
+impl Debug for StoreContext {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Options may hold secrets: list the keys only.
+        f.debug_struct("StoreContext")
+            .field("options", &self.options.keys().collect::<Vec<_>>())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Creates stores of one kind.
+#[async_trait]
+pub trait StoreFactory: Debug + Send + Sync {
+    /// The identifier catalogs name in `lakestream.store`.
+    fn identifier(&self) -> &str;
+
+    /// Creates (connects) a store. Called on the first use of a catalog's
+    /// store, and again on the next use after a failure.
+    async fn create(&self, context: StoreContext) -> Result<Arc<dyn LakestreamStore>>;
+}
+
+/// A registry with the stores this crate ships.
+pub fn builtin_registry() -> StoreRegistry {
+    StoreRegistry::new()
+}
+
+/// The Arrow schema a store keeps a table's rows in: Paimon's own mapping of
+/// the table's fields (`Utf8`, not the view types DataFusion scans produce).
+pub fn table_arrow_schema(table: &Table) -> Result<SchemaRef> {
+    let schema = paimon::arrow::build_target_arrow_schema(table.schema().fields())?;
+    let fields: Vec<Field> = schema
+        .fields()
+        .iter()
+        .map(|f| f.as_ref().clone().with_metadata(HashMap::new()))
+        .collect();
+    Ok(Arc::new(Schema::new(fields)))
+}
+
+/// [`table_arrow_schema`] followed by [`ROW_KIND_COLUMN`]: the schema of a store's change log.
+pub fn log_arrow_schema(table: &Table) -> Result<SchemaRef> {
+    let schema = table_arrow_schema(table)?;
+    let mut fields: Vec<Field> = schema.fields().iter().map(|f| f.as_ref().clone()).collect();
+    fields.push(Field::new(ROW_KIND_COLUMN, DataType::Int8, false));
+    Ok(Arc::new(Schema::new(fields)))
+}
+
+/// The primary-key columns of a table (empty for append tables).
+pub fn primary_keys(table: &Table) -> &[String] {
+    table.schema().primary_keys()
+}
+
+/// A store error with context, for store implementations.
+pub fn store_error(
+    store: &str,
+    source: impl Into<Box<dyn std::error::Error + Send + Sync>>,
+) -> Error {
+    Error::StoreFailed {
+        store: store.to_string(),
+        source: source.into(),
+    }
+}
