@@ -16,30 +16,65 @@ use paimon::catalog::{Catalog, Database, Function, Identifier, LoadedTable, View
 use paimon::spec::{CoreOptions, Partition, PartitionStatistics, Schema, SchemaChange, TableType};
 use paimon::table::Table;
 
-use crate::error::Error;
+use crate::error::{Error, Result};
 use crate::options::{self, CatalogStoreOptions};
+use crate::store::{LazyStore, StoreBinding, StoreContext, StoreRegistry};
 
 /// A Paimon catalog in lake-stream mode.
 pub struct LakeStreamCatalog {
+    name: String,
     inner: Arc<dyn Catalog>,
     store_options: CatalogStoreOptions,
+    store: StoreBinding,
 }
 
 impl std::fmt::Debug for LakeStreamCatalog {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("LakeStreamCatalog")
+            .field("name", &self.name)
             .field("store", &self.store_options.store())
             .finish_non_exhaustive()
     }
 }
 
 impl LakeStreamCatalog {
-    /// Wraps `inner` with the lake-stream options read from the catalog's options.
-    pub fn new(inner: Arc<dyn Catalog>, store_options: CatalogStoreOptions) -> Self {
+    /// Wraps `inner`, registered as `name`, with its lake-stream options. The
+    /// store it names is created through `registry` on first use.
+    pub fn new(
+        name: &str,
+        inner: Arc<dyn Catalog>,
+        store_options: CatalogStoreOptions,
+        registry: Arc<StoreRegistry>,
+        catalog_options: HashMap<String, String>,
+    ) -> Self {
+        let store = store_options.store().map(|identifier| {
+            Arc::new(LazyStore::new(
+                identifier.to_string(),
+                registry,
+                StoreContext {
+                    options: store_options.store_options().clone(),
+                    catalog_options,
+                    catalog: Arc::clone(&inner),
+                },
+                store_options.timeout(),
+            ))
+        });
         Self {
+            name: name.to_string(),
             inner,
             store_options,
+            store: StoreBinding::new(store, format!("catalog '{name}'")),
         }
+    }
+
+    /// The name the catalog is registered under.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// How this catalog's lake-stream tables reach their store.
+    pub fn binding(&self) -> &StoreBinding {
+        &self.store
     }
 
     /// The wrapped catalog.
@@ -62,6 +97,75 @@ impl LakeStreamCatalog {
     }
 }
 
+impl LakeStreamCatalog {
+    /// `CREATE TABLE ... WITH ('lakestream.enabled'='true')`: the Paimon table
+    /// is created, then the store-side table; if the store refuses, the Paimon
+    /// table is dropped again, so nothing is half-created.
+    async fn create_lakestream_table(
+        &self,
+        identifier: &Identifier,
+        creation: Schema,
+        ignore_if_exists: bool,
+    ) -> Result<()> {
+        check_name_can_enable(identifier)?;
+        check_type_can_enable(identifier, creation.options())?;
+        let store = self
+            .store
+            .require("'lakestream.enabled'='true'", identifier)?;
+        match self.inner.get_table(identifier).await {
+            // `IF NOT EXISTS` over an existing table changes nothing.
+            Ok(_) if ignore_if_exists => return Ok(()),
+            Ok(_) => {
+                return Err(paimon::Error::TableAlreadyExist {
+                    full_name: identifier.full_name(),
+                }
+                .into())
+            }
+            Err(paimon::Error::TableNotExist { .. }) => {}
+            Err(e) => return Err(e.into()),
+        }
+        self.inner
+            .create_table(identifier, creation, ignore_if_exists)
+            .await?;
+        let attached = async {
+            let table = self.inner.get_table(identifier).await?;
+            store
+                .call("attach the table", |s| async move {
+                    s.attach_table(&table).await
+                })
+                .await
+        }
+        .await;
+        if let Err(e) = attached {
+            // Best effort: the attach error is the one to report.
+            let _ = self.inner.drop_table(identifier, true).await;
+            return Err(e);
+        }
+        Ok(())
+    }
+
+    /// Turning the mode on for an existing table: the store-side table is
+    /// attached first, so a store that refuses leaves the option unset.
+    async fn enable(&self, identifier: &Identifier) -> Result<()> {
+        check_name_can_enable(identifier)?;
+        let table = match self.inner.get_table(identifier).await {
+            Ok(table) => table,
+            // The wrapped catalog reports a missing table its own way.
+            Err(paimon::Error::TableNotExist { .. }) => return Ok(()),
+            Err(e) => return Err(e.into()),
+        };
+        check_type_can_enable(identifier, table.schema().options())?;
+        let store = self
+            .store
+            .require("'lakestream.enabled'='true'", identifier)?;
+        store
+            .call("attach the table", |s| async move {
+                s.attach_table(&table).await
+            })
+            .await
+    }
+}
+
 /// The value `lakestream.enabled` ends with after `changes`, if they touch it.
 fn enabled_after(changes: &[SchemaChange]) -> Option<bool> {
     changes.iter().fold(None, |state, change| match change {
@@ -74,7 +178,7 @@ fn enabled_after(changes: &[SchemaChange]) -> Option<bool> {
 }
 
 /// Refuses turning the mode on for a name that is a branch or a system table.
-fn check_name_can_enable(identifier: &Identifier) -> Result<(), Error> {
+fn check_name_can_enable(identifier: &Identifier) -> Result<()> {
     let parsed = identifier.parsed_object_name()?;
     let kind = if parsed.system_table().is_some() {
         "system table"
@@ -93,7 +197,7 @@ fn check_name_can_enable(identifier: &Identifier) -> Result<(), Error> {
 fn check_type_can_enable(
     identifier: &Identifier,
     table_options: &HashMap<String, String>,
-) -> Result<(), Error> {
+) -> Result<()> {
     match CoreOptions::new(table_options).table_type()? {
         TableType::Table => Ok(()),
         TableType::FormatTable => Err(Error::CannotEnable {
@@ -163,13 +267,15 @@ impl Catalog for LakeStreamCatalog {
         creation: Schema,
         ignore_if_exists: bool,
     ) -> paimon::Result<()> {
-        if options::is_enabled(creation.options()) {
-            check_name_can_enable(identifier).map_err(Error::into_paimon)?;
-            check_type_can_enable(identifier, creation.options()).map_err(Error::into_paimon)?;
+        if !options::is_enabled(creation.options()) {
+            return self
+                .inner
+                .create_table(identifier, creation, ignore_if_exists)
+                .await;
         }
-        self.inner
-            .create_table(identifier, creation, ignore_if_exists)
+        self.create_lakestream_table(identifier, creation, ignore_if_exists)
             .await
+            .map_err(Error::into_paimon)
     }
 
     async fn drop_table(
@@ -177,6 +283,17 @@ impl Catalog for LakeStreamCatalog {
         identifier: &Identifier,
         ignore_if_not_exists: bool,
     ) -> paimon::Result<()> {
+        let store = self.store.require("dropping", identifier).ok();
+        if let (Some(store), Some(_)) = (store, self.lakestream_table(identifier).await?) {
+            // The store's rows go with the table: a table created later under
+            // the same name must not find them.
+            store
+                .call("drop the store-side table", |s| async move {
+                    s.drop_table(identifier).await
+                })
+                .await
+                .map_err(Error::into_paimon)?;
+        }
         self.inner
             .drop_table(identifier, ignore_if_not_exists)
             .await
@@ -206,14 +323,7 @@ impl Catalog for LakeStreamCatalog {
         ignore_if_not_exists: bool,
     ) -> paimon::Result<()> {
         if enabled_after(&changes) == Some(true) {
-            check_name_can_enable(identifier).map_err(Error::into_paimon)?;
-            match self.inner.get_table(identifier).await {
-                Ok(table) => check_type_can_enable(identifier, table.schema().options())
-                    .map_err(Error::into_paimon)?,
-                // The wrapped catalog reports a missing table its own way.
-                Err(paimon::Error::TableNotExist { .. }) => {}
-                Err(e) => return Err(e),
-            }
+            self.enable(identifier).await.map_err(Error::into_paimon)?;
         }
         self.inner
             .alter_table(identifier, changes, ignore_if_not_exists)
