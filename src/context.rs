@@ -13,12 +13,18 @@ use paimon_datafusion::SQLContext;
 use crate::catalog::LakeStreamCatalog;
 use crate::error::{self, Error};
 use crate::options::CatalogStoreOptions;
-use crate::planner::statement::StatementFilter;
+use crate::planner::config::LakeStreamConfig;
+use crate::planner::relation::RealtimeRelationPlanner;
+use crate::planner::statement::{Route, StatementFilter};
+use crate::planner::write::WriteRouting;
+use crate::planner::PlannerState;
+use crate::store::StoreRegistry;
 
 /// A SQL context over Paimon catalogs in lake-stream mode.
 ///
 /// Everything `SQLContext` offers keeps working; lake-stream tables get the
-/// contract's guards on top.
+/// contract on top: `t$rt` reads from the store, writes go to the store, and
+/// the catalog guards hold.
 ///
 /// ```no_run
 /// # async fn run() -> datafusion::error::Result<()> {
@@ -33,13 +39,14 @@ use crate::planner::statement::StatementFilter;
 /// ctx.register_catalog("paimon", options).await?;
 /// ctx.sql("CREATE TABLE t (id INT, v STRING) WITH ('lakestream.enabled' = 'true')")
 ///     .await?;
-/// ctx.sql("SELECT * FROM t").await?.show().await?;
+/// ctx.sql("SELECT * FROM t$rt").await?.show().await?;
 /// # Ok(())
 /// # }
 /// ```
 pub struct LakeStreamContext {
     sql_context: SQLContext,
-    catalogs: HashMap<String, Arc<LakeStreamCatalog>>,
+    registry: Arc<StoreRegistry>,
+    state: Arc<PlannerState>,
 }
 
 impl Default for LakeStreamContext {
@@ -49,7 +56,7 @@ impl Default for LakeStreamContext {
 }
 
 impl LakeStreamContext {
-    /// A context with no catalogs.
+    /// A context with no catalogs and the built-in stores.
     pub fn new() -> Self {
         Self::from_sql_context(SQLContext::new())
     }
@@ -57,27 +64,49 @@ impl LakeStreamContext {
     /// Wraps an `SQLContext` built by the caller (custom runtime, memory pool).
     /// Catalogs registered on it before this call are not lake-stream catalogs.
     pub fn from_sql_context(sql_context: SQLContext) -> Self {
+        let state = Arc::new(PlannerState::default());
+        let session = sql_context.ctx();
+        // Registered last, so it plans `t$rt` before paimon-datafusion's planner looks.
+        // Registration cannot fail for a planner that is not yet registered.
+        let _ = session
+            .register_relation_planner(Arc::new(RealtimeRelationPlanner::new(Arc::clone(&state))));
+        session.add_analyzer_rule(Arc::new(WriteRouting::new(Arc::clone(&state))));
+        session
+            .state_ref()
+            .write()
+            .config_mut()
+            .options_mut()
+            .extensions
+            .insert(LakeStreamConfig::default());
         Self {
             sql_context,
-            catalogs: HashMap::new(),
+            registry: Arc::new(crate::store::builtin_registry()),
+            state,
         }
+    }
+
+    /// The registry stores are created through. Register a factory here
+    /// before the first use of a catalog that names it.
+    pub fn store_registry(&self) -> &Arc<StoreRegistry> {
+        &self.registry
     }
 
     /// Creates a Paimon catalog from its options (`warehouse`, `metastore`,
     /// `uri`, ...) and registers it with its lake-stream options
-    /// (`lakestream.store`, `<store>.<key>`).
+    /// (`lakestream.store`, `<store>.<key>`, `lakestream.timeout`).
     ///
     /// The first catalog registered becomes current, with database `default`.
+    /// The store is not contacted until a lake-stream table first needs it.
     pub async fn register_catalog(
         &mut self,
         name: &str,
         options: HashMap<String, String>,
     ) -> DFResult<()> {
         let store_options = CatalogStoreOptions::from_catalog_options(&options)?;
-        let catalog = CatalogFactory::create(Options::from_map(options))
+        let catalog = CatalogFactory::create(Options::from_map(options.clone()))
             .await
             .map_err(Error::from)?;
-        self.register_with_store_options(name, catalog, store_options)
+        self.register_with_store_options(name, catalog, store_options, options)
             .await
     }
 
@@ -87,10 +116,10 @@ impl LakeStreamContext {
         &mut self,
         name: &str,
         catalog: Arc<dyn Catalog>,
-        catalog_options: &HashMap<String, String>,
+        catalog_options: HashMap<String, String>,
     ) -> DFResult<()> {
-        let store_options = CatalogStoreOptions::from_catalog_options(catalog_options)?;
-        self.register_with_store_options(name, catalog, store_options)
+        let store_options = CatalogStoreOptions::from_catalog_options(&catalog_options)?;
+        self.register_with_store_options(name, catalog, store_options, catalog_options)
             .await
     }
 
@@ -99,28 +128,46 @@ impl LakeStreamContext {
         name: &str,
         catalog: Arc<dyn Catalog>,
         store_options: CatalogStoreOptions,
+        catalog_options: HashMap<String, String>,
     ) -> DFResult<()> {
-        let catalog = Arc::new(LakeStreamCatalog::new(catalog, store_options));
+        let catalog = Arc::new(LakeStreamCatalog::new(
+            name,
+            catalog,
+            store_options,
+            Arc::clone(&self.registry),
+            catalog_options,
+        ));
         self.sql_context
             .register_catalog(name, Arc::clone(&catalog) as Arc<dyn Catalog>)
             .await?;
-        self.catalogs.insert(name.to_string(), catalog);
+        self.state.add_catalog(catalog);
         Ok(())
     }
 
     /// The lake-stream catalog registered under `name`.
-    pub fn catalog(&self, name: &str) -> Option<&Arc<LakeStreamCatalog>> {
-        self.catalogs.get(name)
+    pub fn catalog(&self, name: &str) -> Option<Arc<LakeStreamCatalog>> {
+        self.state.catalog(name)
     }
 
     /// Plans (and, for DDL, runs) one SQL statement.
     pub async fn sql(&self, sql: &str) -> DFResult<DataFrame> {
         let filter = StatementFilter {
             session: self.sql_context.ctx(),
-            catalogs: &self.catalogs,
+            state: &self.state,
         };
-        filter.check(sql).await?;
-        self.sql_context.sql(sql).await.map_err(error::surface)
+        let checked = filter.check(sql).await?;
+        let result = match checked.route {
+            Route::SqlContext => self.sql_context.sql(sql).await,
+            Route::DataFusion => self.sql_context.ctx().sql(sql).await,
+        }
+        .map_err(error::surface)?;
+        if checked.reset_all {
+            self.state.clear_dynamic_options();
+        }
+        if let Some((key, value)) = checked.dynamic_option {
+            self.state.set_dynamic_option(&key, value);
+        }
+        Ok(result)
     }
 
     /// The DataFusion session underneath.

@@ -8,10 +8,15 @@ pub mod catalog;
 pub mod cli;
 mod context;
 pub mod error;
+mod exec;
 pub mod name;
 pub mod options;
-mod planner;
+pub(crate) mod planner;
+mod runtime;
+pub mod store;
+mod table;
 
 pub use catalog::LakeStreamCatalog;
 pub use context::LakeStreamContext;
 pub use error::{Error, NameError, Result};
+pub use planner::config::LakeStreamConfig;

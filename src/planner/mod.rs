@@ -1,3 +1,99 @@
-//! Planning-time routing: the statement filter in front of `SQLContext::sql`.
+//! Planning-time routing: the statement filter in front of `SQLContext::sql`,
+//! the relation planner that serves `t$rt`, the analyzer rule that sends
+//! writes of lake-stream tables to their store, and the session settings.
 
+pub mod config;
+pub(crate) mod relation;
 pub(crate) mod statement;
+pub(crate) mod write;
+
+use std::collections::HashMap;
+use std::sync::{Arc, RwLock};
+
+use datafusion::common::config::ConfigOptions;
+use datafusion::common::TableReference;
+use paimon::catalog::Identifier;
+
+use crate::catalog::LakeStreamCatalog;
+
+/// What the planning hooks of one session share: its lake-stream catalogs and
+/// the Paimon dynamic options set with `SET 'paimon.<key>'` (mirrored here,
+/// because `t$rt` must refuse time travel set that way).
+#[derive(Debug, Default)]
+pub(crate) struct PlannerState {
+    catalogs: RwLock<HashMap<String, Arc<LakeStreamCatalog>>>,
+    dynamic_options: RwLock<HashMap<String, String>>,
+}
+
+impl PlannerState {
+    pub(crate) fn add_catalog(&self, catalog: Arc<LakeStreamCatalog>) {
+        self.catalogs
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(catalog.name().to_string(), catalog);
+    }
+
+    pub(crate) fn catalog(&self, name: &str) -> Option<Arc<LakeStreamCatalog>> {
+        self.catalogs
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(name)
+            .cloned()
+    }
+
+    /// Resolves a (normalized) table reference against the session defaults
+    /// to one of this session's lake-stream catalogs.
+    pub(crate) fn resolve(
+        &self,
+        reference: &TableReference,
+        config: &ConfigOptions,
+    ) -> Option<(Arc<LakeStreamCatalog>, Identifier)> {
+        let defaults = &config.catalog;
+        let catalog = reference.catalog().unwrap_or(&defaults.default_catalog);
+        let schema = reference.schema().unwrap_or(&defaults.default_schema);
+        let catalog = self.catalog(catalog)?;
+        Some((catalog, Identifier::new(schema, reference.table())))
+    }
+
+    pub(crate) fn set_dynamic_option(&self, key: &str, value: Option<String>) {
+        let mut options = self
+            .dynamic_options
+            .write()
+            .unwrap_or_else(|e| e.into_inner());
+        match value {
+            Some(value) => options.insert(key.to_string(), value),
+            None => options.remove(key),
+        };
+    }
+
+    pub(crate) fn clear_dynamic_options(&self) {
+        self.dynamic_options
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .clear();
+    }
+
+    /// The first time-travel option set for the session, if any.
+    pub(crate) fn time_travel_option(&self) -> Option<String> {
+        let options = self
+            .dynamic_options
+            .read()
+            .unwrap_or_else(|e| e.into_inner());
+        TIME_TRAVEL_KEYS
+            .iter()
+            .find(|key| options.contains_key(**key))
+            .map(|key| format!("the session option 'paimon.{key}'"))
+    }
+}
+
+/// Paimon scan options that select history.
+const TIME_TRAVEL_KEYS: &[&str] = &[
+    "scan.snapshot-id",
+    "scan.version",
+    "scan.tag-name",
+    "scan.timestamp-millis",
+    "scan.timestamp",
+    "scan.watermark",
+    "scan.file-creation-time-millis",
+    "scan.mode",
+];

@@ -1,50 +1,197 @@
-//! The statement filter: the one place where statements that `SQLContext`
-//! executes itself (DDL, MERGE, UPDATE, ...) are checked before they run.
+//! The statement filter: the one place where a statement is checked before
+//! `SQLContext` sees it. `SQLContext` executes some statements itself (DDL,
+//! DELETE, UPDATE, MERGE, TRUNCATE, INSERT OVERWRITE ... PARTITION) and writes
+//! Paimon directly; on a lake-stream table those either go to DataFusion's
+//! planner, where write routing sends them to the store, or are refused.
 //!
-//! Statements DataFusion plans (SELECT, INSERT) are checked during planning
-//! instead; this filter only sees what would otherwise bypass that planning.
+//! Reads and plain INSERTs need nothing here beyond the name checks: they are
+//! routed during planning (relation planner, write routing).
 
-use std::collections::HashMap;
 use std::ops::ControlFlow;
 use std::sync::Arc;
 
 use datafusion::prelude::SessionContext;
-use datafusion::sql::sqlparser::ast::{visit_relations, ObjectName, ObjectNamePart, Statement};
+use datafusion::sql::sqlparser::ast::{
+    visit_relations, FromTable, ObjectName, ObjectNamePart, Reset, ResetStatement, Set, Statement,
+    TableFactor, TableObject,
+};
 use datafusion::sql::sqlparser::dialect::GenericDialect;
 use datafusion::sql::sqlparser::keywords::Keyword;
 use datafusion::sql::sqlparser::parser::Parser;
+use datafusion::sql::sqlparser::tokenizer::{Token, Tokenizer, Whitespace};
 use paimon::catalog::Identifier;
 
+use super::PlannerState;
 use crate::catalog::LakeStreamCatalog;
 use crate::error::{Error, Result};
-use crate::name;
+use crate::name::{self, RelationName};
+use crate::options;
 
-/// Checks statements against the lake-stream contract before `SQLContext` runs them.
+/// Who plans a statement that passed the filter.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Route {
+    /// `SQLContext`, as without this crate.
+    SqlContext,
+    /// DataFusion's own planner, so write routing sees the statement.
+    DataFusion,
+}
+
+/// What the filter decided.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Checked {
+    pub(crate) route: Route,
+    /// A Paimon dynamic option the statement sets (`Some`) or resets (`None`),
+    /// to mirror once it has run.
+    pub(crate) dynamic_option: Option<(String, Option<String>)>,
+    /// `RESET ALL`: forget every mirrored option.
+    pub(crate) reset_all: bool,
+}
+
+impl Checked {
+    fn route(route: Route) -> Self {
+        Self {
+            route,
+            dynamic_option: None,
+            reset_all: false,
+        }
+    }
+}
+
+/// Checks statements against the lake-stream contract before they run.
 pub(crate) struct StatementFilter<'a> {
     pub(crate) session: &'a SessionContext,
-    pub(crate) catalogs: &'a HashMap<String, Arc<LakeStreamCatalog>>,
+    pub(crate) state: &'a Arc<PlannerState>,
 }
 
 impl StatementFilter<'_> {
-    /// Returns an error for a statement the contract rejects; `Ok` lets it run.
-    pub(crate) async fn check(&self, sql: &str) -> Result<()> {
+    /// Refuses what the contract rejects, and says who plans the rest.
+    pub(crate) async fn check(&self, sql: &str) -> Result<Checked> {
+        check_tokens(sql)?;
         if let Some(name) = create_or_replace_target(sql) {
             self.check_replace(&name).await?;
         }
-        // Text this parser cannot read goes on unchecked: `SQLContext` rewrites
-        // some syntax before parsing, and reports what it cannot read itself.
-        if let Ok(statements) = Parser::parse_sql(&GenericDialect {}, sql) {
-            for statement in &statements {
-                check_relation_names(statement)?;
+        // Text this parser cannot read goes to `SQLContext` unchanged: it
+        // rewrites some syntax before parsing and reports what it cannot read.
+        let Ok(statements) = Parser::parse_sql(&GenericDialect {}, sql) else {
+            return Ok(Checked::route(Route::SqlContext));
+        };
+        let [statement] = statements.as_slice() else {
+            return Ok(Checked::route(Route::SqlContext));
+        };
+        check_relation_names(statement)?;
+        self.check_statement(statement).await
+    }
+
+    async fn check_statement(&self, statement: &Statement) -> Result<Checked> {
+        match statement {
+            Statement::Insert(insert) => {
+                let TableObject::TableName(name) = &insert.table else {
+                    return Ok(Checked::route(Route::SqlContext));
+                };
+                if let RelationName::Realtime { table } = name::parse(&object_part(name))? {
+                    return Err(Error::RealtimeReadOnly {
+                        name: name.to_string(),
+                        table: table.to_string(),
+                    });
+                }
+                let partitioned = insert.partitioned.as_ref().is_some_and(|p| !p.is_empty());
+                if insert.overwrite && partitioned {
+                    if let Some(identifier) = self.lakestream_target(name).await? {
+                        return Err(Error::WriteNotSupported {
+                            operation: "INSERT OVERWRITE ... PARTITION".to_string(),
+                            table: identifier.full_name(),
+                            reason: "the store keeps the table's newest changes and cannot \
+                                     replace its history. Turn the mode off first"
+                                .to_string(),
+                        });
+                    }
+                }
+                Ok(Checked::route(Route::SqlContext))
             }
+            Statement::Delete(delete) => {
+                let tables = match &delete.from {
+                    FromTable::WithFromKeyword(tables) | FromTable::WithoutKeyword(tables) => {
+                        tables
+                    }
+                };
+                let target = tables.first().and_then(|t| table_factor_name(&t.relation));
+                self.route_dml(target).await
+            }
+            Statement::Update(update) => {
+                self.route_dml(table_factor_name(&update.table.relation))
+                    .await
+            }
+            Statement::Truncate(truncate) => {
+                self.route_dml(truncate.table_names.first().map(|t| &t.name))
+                    .await
+            }
+            Statement::Merge(merge) => {
+                if let Some(name) = table_factor_name(&merge.table) {
+                    if let Some(identifier) = self.lakestream_target(name).await? {
+                        return Err(Error::WriteNotSupported {
+                            operation: "MERGE INTO".to_string(),
+                            table: identifier.full_name(),
+                            reason: "use INSERT, which upserts by primary key, and DELETE"
+                                .to_string(),
+                        });
+                    }
+                }
+                Ok(Checked::route(Route::SqlContext))
+            }
+            Statement::Set(Set::SingleAssignment {
+                variable, values, ..
+            }) => check_set(
+                &variable.to_string(),
+                values.first().map(ToString::to_string),
+            ),
+            Statement::Reset(ResetStatement { reset }) => Ok(match reset {
+                Reset::ConfigurationParameter(name) => {
+                    let key = unquote(&name.to_string());
+                    let paimon_key = strip_prefix_ignore_case(&key, "paimon.");
+                    Checked {
+                        route: Route::SqlContext,
+                        dynamic_option: paimon_key.map(|k| (k.to_string(), None)),
+                        reset_all: false,
+                    }
+                }
+                Reset::ALL => Checked {
+                    route: Route::SqlContext,
+                    dynamic_option: None,
+                    reset_all: true,
+                },
+            }),
+            _ => Ok(Checked::route(Route::SqlContext)),
         }
-        Ok(())
+    }
+
+    /// DELETE, UPDATE and TRUNCATE of a lake-stream table go to DataFusion's
+    /// planner, whose write routing sends them to the store (or refuses them).
+    async fn route_dml(&self, target: Option<&ObjectName>) -> Result<Checked> {
+        let Some(name) = target else {
+            return Ok(Checked::route(Route::SqlContext));
+        };
+        Ok(Checked::route(match self.lakestream_target(name).await? {
+            Some(_) => Route::DataFusion,
+            None => Route::SqlContext,
+        }))
+    }
+
+    /// The table `name` names, if it is a lake-stream table of one of our catalogs.
+    async fn lakestream_target(&self, name: &ObjectName) -> Result<Option<Identifier>> {
+        let Some((catalog, identifier)) = self.resolve(name, true) else {
+            return Ok(None);
+        };
+        Ok(catalog
+            .lakestream_table(&identifier)
+            .await?
+            .map(|_| identifier))
     }
 
     /// `CREATE OR REPLACE TABLE t` over an existing lake-stream table.
     /// paimon-datafusion ignores `OR REPLACE`, so nothing below this catches it.
     async fn check_replace(&self, name: &ObjectName) -> Result<()> {
-        let Some((catalog, identifier)) = self.resolve_ddl_name(name) else {
+        // DDL targets are taken as written, as `SQLContext` takes them.
+        let Some((catalog, identifier)) = self.resolve(name, false) else {
             return Ok(());
         };
         if catalog.lakestream_table(&identifier).await?.is_some() {
@@ -55,32 +202,87 @@ impl StatementFilter<'_> {
         Ok(())
     }
 
-    /// Resolves a table name the way `SQLContext` resolves DDL targets (parts
-    /// taken as written), against this context's lake-stream catalogs.
-    fn resolve_ddl_name(&self, name: &ObjectName) -> Option<(&Arc<LakeStreamCatalog>, Identifier)> {
-        let parts: Vec<&str> = name
+    /// Resolves a table name against this context's lake-stream catalogs.
+    /// `normalize` lower-cases unquoted parts, as DataFusion's planner does.
+    fn resolve(
+        &self,
+        name: &ObjectName,
+        normalize: bool,
+    ) -> Option<(Arc<LakeStreamCatalog>, Identifier)> {
+        let parts: Vec<String> = name
             .0
             .iter()
             .map(|part| match part {
-                ObjectNamePart::Identifier(ident) => Some(ident.value.as_str()),
+                ObjectNamePart::Identifier(ident) if normalize && ident.quote_style.is_none() => {
+                    Some(ident.value.to_lowercase())
+                }
+                ObjectNamePart::Identifier(ident) => Some(ident.value.clone()),
                 ObjectNamePart::Function(_) => None,
             })
             .collect::<Option<_>>()?;
-        let state = self.session.state();
-        let defaults = &state.config_options().catalog;
-        let (catalog, database, table) = match parts.as_slice() {
-            [catalog, database, table] => (*catalog, *database, *table),
-            [database, table] => (defaults.default_catalog.as_str(), *database, *table),
-            [table] => (
-                defaults.default_catalog.as_str(),
-                defaults.default_schema.as_str(),
-                *table,
+        let reference = match parts.as_slice() {
+            [catalog, schema, table] => datafusion::common::TableReference::full(
+                catalog.as_str(),
+                schema.as_str(),
+                table.as_str(),
             ),
+            [schema, table] => {
+                datafusion::common::TableReference::partial(schema.as_str(), table.as_str())
+            }
+            [table] => datafusion::common::TableReference::bare(table.as_str()),
             _ => return None,
         };
-        let catalog = self.catalogs.get(catalog)?;
-        Some((catalog, Identifier::new(database, table)))
+        let state = self.session.state();
+        self.state.resolve(&reference, state.config_options())
     }
+}
+
+/// `SET key = value`: `lakestream.*` and `paimon.lakestream.*` keys would
+/// route by session option, which the contract refuses; `lakestream.scan_mode`
+/// is a read setting and passes.
+fn check_set(variable: &str, value: Option<String>) -> Result<Checked> {
+    let key = unquote(variable);
+    if let Some(paimon_key) = strip_prefix_ignore_case(&key, "paimon.") {
+        options::reject_session_key(paimon_key, "SET (a Paimon dynamic option)")?;
+        return Ok(Checked {
+            route: Route::SqlContext,
+            dynamic_option: Some((
+                paimon_key.to_string(),
+                Some(value.map_or_else(String::new, |v| unquote(&v))),
+            )),
+            reset_all: false,
+        });
+    }
+    if options::is_lakestream_key(&key) && !key.eq_ignore_ascii_case("lakestream.scan_mode") {
+        options::reject_session_key(&key, "SET")?;
+    }
+    Ok(Checked::route(Route::SqlContext))
+}
+
+fn unquote(text: &str) -> String {
+    text.trim().trim_matches(['\'', '"', '`']).to_string()
+}
+
+fn strip_prefix_ignore_case<'a>(text: &'a str, prefix: &str) -> Option<&'a str> {
+    let head = text.get(..prefix.len())?;
+    head.eq_ignore_ascii_case(prefix)
+        .then(|| &text[prefix.len()..])
+}
+
+fn table_factor_name(factor: &TableFactor) -> Option<&ObjectName> {
+    match factor {
+        TableFactor::Table { name, .. } => Some(name),
+        _ => None,
+    }
+}
+
+/// The object part of a name (its last part), as written.
+fn object_part(name: &ObjectName) -> String {
+    name.0
+        .last()
+        .and_then(ObjectNamePart::as_ident)
+        .map(|ident| ident.value.clone())
+        .unwrap_or_default()
 }
 
 /// Refuses the `$rt` names the store cannot serve (`t$rt$rt`,
@@ -88,16 +290,61 @@ impl StatementFilter<'_> {
 /// the contract's message rather than Paimon's "invalid object name".
 fn check_relation_names(statement: &Statement) -> Result<()> {
     let flow = visit_relations(statement, |relation| {
-        let object = relation.0.last().and_then(ObjectNamePart::as_ident);
-        match object.map(|ident| name::parse(&ident.value)) {
-            Some(Err(e)) => ControlFlow::Break(e),
-            _ => ControlFlow::Continue(()),
+        match name::parse(&object_part(relation)) {
+            Err(e) => ControlFlow::Break(e),
+            Ok(_) => ControlFlow::Continue(()),
         }
     });
     match flow {
         ControlFlow::Break(e) => Err(e.into()),
         ControlFlow::Continue(()) => Ok(()),
     }
+}
+
+/// Checks on the raw tokens, which see what the parser drops or cannot parse:
+/// query hints (`/*+ OPTIONS('lakestream.enabled'='true') */`) that name a
+/// lake-stream key, and time travel on `t$rt` (`SQLContext` rewrites
+/// `VERSION AS OF` / `TIMESTAMP AS OF` from the text before parsing).
+fn check_tokens(sql: &str) -> Result<()> {
+    let Ok(tokens) = Tokenizer::new(&GenericDialect {}, sql).tokenize() else {
+        return Ok(());
+    };
+    for token in &tokens {
+        if let Token::Whitespace(Whitespace::MultiLineComment(text)) = token {
+            if text.starts_with('+') && text.to_ascii_lowercase().contains(options::PREFIX) {
+                return Err(Error::SessionRouting {
+                    key: text.trim_start_matches('+').trim().to_string(),
+                    origin: "a query hint".to_string(),
+                });
+            }
+        }
+    }
+    let words: Vec<&Token> = tokens
+        .iter()
+        .filter(|t| !matches!(t, Token::Whitespace(_)))
+        .collect();
+    for (i, token) in words.iter().enumerate() {
+        let Token::Word(word) = token else { continue };
+        let Ok(RelationName::Realtime { table }) = name::parse(&word.value) else {
+            continue;
+        };
+        let keyword = |offset: usize| match words.get(i + offset) {
+            Some(Token::Word(w)) => w.keyword,
+            _ => Keyword::NoKeyword,
+        };
+        let clause = match (keyword(1), keyword(2), keyword(3)) {
+            (Keyword::VERSION, Keyword::AS, Keyword::OF) => "VERSION AS OF",
+            (Keyword::TIMESTAMP, Keyword::AS, Keyword::OF) => "TIMESTAMP AS OF",
+            (Keyword::FOR, Keyword::SYSTEM_TIME, Keyword::AS) => "FOR SYSTEM_TIME AS OF",
+            _ => continue,
+        };
+        return Err(Error::RealtimeTimeTravel {
+            name: word.value.clone(),
+            table: table.to_string(),
+            clause: clause.to_string(),
+        });
+    }
+    Ok(())
 }
 
 /// The table named by `CREATE OR REPLACE [EXTERNAL] TABLE [IF NOT EXISTS] name ...`.
@@ -156,6 +403,66 @@ mod tests {
         ] {
             relation_check(sql).unwrap();
         }
+    }
+
+    #[test]
+    fn hints_naming_lakestream_keys_are_refused() {
+        for sql in [
+            "SELECT * FROM t /*+ OPTIONS('lakestream.enabled'='false') */",
+            "INSERT /*+ OPTIONS('LakeStream.store'='x') */ INTO t VALUES (1)",
+            "SELECT /*+ lakestream.whatever */ 1",
+        ] {
+            let err = check_tokens(sql).unwrap_err().to_string();
+            assert!(err.contains("a query hint cannot set"), "{err}");
+        }
+        check_tokens("SELECT * FROM t /*+ OPTIONS('scan.snapshot-id'='1') */").unwrap();
+        check_tokens("SELECT 1 /* lakestream.enabled, not a hint */").unwrap();
+    }
+
+    #[test]
+    fn time_travel_on_rt_is_refused_from_the_text() {
+        for (sql, clause) in [
+            ("SELECT * FROM t$rt VERSION AS OF 1", "VERSION AS OF"),
+            (
+                "SELECT * FROM db.\"T$RT\" TIMESTAMP AS OF '2024-01-01 00:00:00'",
+                "TIMESTAMP AS OF",
+            ),
+            (
+                "SELECT * FROM t$rt FOR SYSTEM_TIME AS OF '2024-01-01'",
+                "FOR SYSTEM_TIME AS OF",
+            ),
+        ] {
+            let err = check_tokens(sql).unwrap_err().to_string();
+            assert!(err.contains(clause), "{err}");
+            assert!(err.contains("has no history"), "{err}");
+        }
+        check_tokens("SELECT * FROM t VERSION AS OF 1").unwrap();
+        check_tokens("SELECT 't$rt VERSION AS OF 1'").unwrap();
+    }
+
+    #[test]
+    fn set_routes_nothing() {
+        assert!(check_set("'paimon.lakestream.enabled'", Some("'true'".into())).is_err());
+        assert!(check_set("lakestream.store", Some("x".into())).is_err());
+        assert!(check_set("LAKESTREAM.enabled", Some("x".into())).is_err());
+        assert_eq!(
+            check_set("lakestream.scan_mode", Some("'streaming'".into()))
+                .unwrap()
+                .route,
+            Route::SqlContext
+        );
+        assert_eq!(
+            check_set("'paimon.scan.snapshot-id'", Some("'3'".into()))
+                .unwrap()
+                .dynamic_option,
+            Some(("scan.snapshot-id".to_string(), Some("3".to_string())))
+        );
+        assert_eq!(
+            check_set("datafusion.execution.batch_size", Some("10".into()))
+                .unwrap()
+                .dynamic_option,
+            None
+        );
     }
 
     #[test]

@@ -1,0 +1,8 @@
+//! Table providers: `t$rt` (the union read) and the write target that sends
+//! DML on lake-stream tables to their store.
+
+mod realtime;
+mod write;
+
+pub(crate) use realtime::RealtimeTable;
+pub(crate) use write::StoreWriteTable;

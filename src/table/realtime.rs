@@ -1,0 +1,158 @@
+//! The table provider behind `t$rt`.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use datafusion::arrow::datatypes::{Schema, SchemaRef};
+use datafusion::catalog::Session;
+use datafusion::datasource::{TableProvider, TableType};
+use datafusion::error::Result as DFResult;
+use datafusion::logical_expr::{Expr, TableProviderFilterPushDown};
+use datafusion::physical_plan::ExecutionPlan;
+use paimon::table::Table;
+use paimon_datafusion::PaimonTableProvider;
+
+use crate::error::Error;
+use crate::exec::realtime::{ReadLayout, RealtimeScanExec};
+use crate::planner::config::LakeStreamConfig;
+use crate::store::{primary_keys, ScanMode, StoreBinding};
+
+/// `t$rt`: the Paimon snapshot the store has tiered plus the store's newer rows.
+#[derive(Debug)]
+pub(crate) struct RealtimeTable {
+    binding: StoreBinding,
+    table: Table,
+    schema: SchemaRef,
+}
+
+impl RealtimeTable {
+    pub(crate) fn try_new(binding: StoreBinding, table: Table) -> DFResult<Self> {
+        // The same schema `t` has, so `t` and `t$rt` can be compared and joined.
+        let schema = PaimonTableProvider::try_new(table.clone())?.schema();
+        Ok(Self {
+            binding,
+            table,
+            schema,
+        })
+    }
+
+    /// Plans the read, asking the store to fix its end now.
+    pub(crate) async fn plan_read(
+        &self,
+        state: &dyn Session,
+        projection: Option<&Vec<usize>>,
+        filters: &[Expr],
+        mode: ScanMode,
+    ) -> DFResult<Arc<dyn ExecutionPlan>> {
+        let identifier = self.table.identifier().clone();
+        let store = self.binding.require("reading", &identifier)?;
+        let table = self.table.clone();
+        let read = store
+            .call(
+                "plan a read",
+                |s| async move { s.plan_read(&table, mode).await },
+            )
+            .await?;
+
+        let layout = self.layout(projection)?;
+        let paimon = match read.snapshot_id {
+            Some(snapshot_id) => {
+                let pinned = self
+                    .table
+                    .copy_with_time_travel(HashMap::from([(
+                        "scan.snapshot-id".to_string(),
+                        snapshot_id.to_string(),
+                    )]))
+                    .await
+                    .map_err(Error::from)?;
+                let provider = PaimonTableProvider::try_new(pinned)?;
+                // Filters on either column kind are safe on the Paimon half:
+                // a store change for a key replaces Paimon's row whatever it held.
+                Some(
+                    provider
+                        .scan(state, Some(&layout.columns), filters, None)
+                        .await?,
+                )
+            }
+            None => None,
+        };
+        let target_partitions = state.config_options().execution.target_partitions;
+        Ok(Arc::new(RealtimeScanExec::new(
+            paimon,
+            read.log,
+            mode,
+            layout,
+            target_partitions,
+        )))
+    }
+
+    /// Which columns each half reads: the projection, plus the primary key for the merge.
+    fn layout(&self, projection: Option<&Vec<usize>>) -> DFResult<ReadLayout> {
+        let all: Vec<usize> = (0..self.schema.fields().len()).collect();
+        let projection = projection.cloned().unwrap_or_else(|| all.clone());
+        let key_indices = primary_keys(&self.table)
+            .iter()
+            .map(|key| self.schema.index_of(key))
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut columns: Vec<usize> = projection
+            .iter()
+            .chain(key_indices.iter())
+            .copied()
+            .collect();
+        columns.sort_unstable();
+        columns.dedup();
+        let position = |index: &usize| columns.iter().position(|c| c == index);
+        let keys = key_indices.iter().filter_map(position).collect();
+        let output = projection.iter().filter_map(position).collect();
+        let schema = Arc::new(self.schema.project(&columns)?);
+        let output_schema = Arc::new(Schema::new(
+            projection
+                .iter()
+                .map(|&i| self.schema.field(i).clone())
+                .collect::<Vec<_>>(),
+        ));
+        Ok(ReadLayout {
+            columns,
+            schema,
+            keys,
+            output,
+            output_schema,
+        })
+    }
+}
+
+#[async_trait]
+impl TableProvider for RealtimeTable {
+    fn schema(&self) -> SchemaRef {
+        Arc::clone(&self.schema)
+    }
+
+    fn table_type(&self) -> TableType {
+        TableType::Base
+    }
+
+    async fn scan(
+        &self,
+        state: &dyn Session,
+        projection: Option<&Vec<usize>>,
+        filters: &[Expr],
+        _limit: Option<usize>,
+    ) -> DFResult<Arc<dyn ExecutionPlan>> {
+        let mode = state
+            .config_options()
+            .extensions
+            .get::<LakeStreamConfig>()
+            .map(|config| config.scan_mode)
+            .unwrap_or_default();
+        self.plan_read(state, projection, filters, mode).await
+    }
+
+    fn supports_filters_pushdown(
+        &self,
+        filters: &[&Expr],
+    ) -> DFResult<Vec<TableProviderFilterPushDown>> {
+        // Applied to the Paimon half only; DataFusion filters the merged rows again.
+        Ok(vec![TableProviderFilterPushDown::Inexact; filters.len()])
+    }
+}
