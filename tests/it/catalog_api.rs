@@ -8,16 +8,27 @@ use paimon::catalog::{Catalog, Identifier};
 use paimon::spec::{DataType, IntType, Schema, SchemaChange};
 use paimon::table::BranchManager;
 use paimon_lakestream::options::CatalogStoreOptions;
+use paimon_lakestream::store::{StoreFactory, StoreRegistry};
 use paimon_lakestream::LakeStreamCatalog;
 
+use crate::memory_store;
 use crate::support::{CatalogKind, TestWarehouse};
 
+/// The decorator over `warehouse`'s catalog, naming the memory test store.
 async fn decorated(warehouse: &TestWarehouse) -> LakeStreamCatalog {
     let inner =
         paimon::CatalogFactory::create(paimon::Options::from_map(warehouse.catalog_options()))
             .await
             .expect("catalog");
-    LakeStreamCatalog::new(inner, CatalogStoreOptions::default())
+    let registry = Arc::new(StoreRegistry::new());
+    registry.register(Arc::clone(&warehouse.memory) as Arc<dyn StoreFactory>);
+    LakeStreamCatalog::new(
+        "paimon",
+        inner,
+        CatalogStoreOptions::for_store(memory_store::IDENTIFIER, Default::default()).unwrap(),
+        registry,
+        HashMap::new(),
+    )
 }
 
 fn schema(options: &[(&str, &str)]) -> Schema {

@@ -5,7 +5,9 @@
 //! where the file is about catalog behaviour.
 
 use std::path::PathBuf;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::time::Duration;
 
 use async_trait::async_trait;
 use datafusion::arrow::array::{Array, RecordBatch};
@@ -17,16 +19,125 @@ use sqllogictest::{DBOutput, DefaultColumnType};
 
 use crate::support::{CatalogKind, TestWarehouse};
 
-struct LakeStreamDb {
-    ctx: Arc<LakeStreamContext>,
+/// How a store under test is reached, for the pseudo-statement `TEST REOPEN ...`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StoreCondition {
+    Reachable,
+    Unreachable,
+    /// Answers nothing; the catalog's `lakestream.timeout` is short.
+    Slow,
 }
 
+/// A store the suites run against: opens contexts on a test warehouse whose
+/// catalog names this store.
 #[async_trait]
-impl sqllogictest::AsyncDB for LakeStreamDb {
-    type Error = DataFusionError;
-    type ColumnType = DefaultColumnType;
+pub trait StoreHarness: Send + Sync {
+    /// The store's identifier, also an `onlyif`/`skipif` label in `.slt` files.
+    fn identifier(&self) -> &str;
 
-    async fn run(&mut self, sql: &str) -> Result<DBOutput<DefaultColumnType>, DataFusionError> {
+    async fn open(&self, warehouse: &TestWarehouse, condition: StoreCondition)
+        -> LakeStreamContext;
+}
+
+/// The in-memory test store.
+pub struct MemoryHarness;
+
+#[async_trait]
+impl StoreHarness for MemoryHarness {
+    fn identifier(&self) -> &str {
+        crate::memory_store::IDENTIFIER
+    }
+
+    async fn open(
+        &self,
+        warehouse: &TestWarehouse,
+        condition: StoreCondition,
+    ) -> LakeStreamContext {
+        let switches = &warehouse.memory.switches;
+        switches
+            .unreachable
+            .store(condition == StoreCondition::Unreachable, Ordering::SeqCst);
+        switches
+            .slow
+            .store(condition == StoreCondition::Slow, Ordering::SeqCst);
+        let mut options = vec![("lakestream.store", "memory")];
+        if condition == StoreCondition::Slow {
+            options.push(("lakestream.timeout", "300ms"));
+        }
+        warehouse.context_with(&options).await
+    }
+}
+
+/// The session a file runs in. Pseudo-statements that only tests know:
+/// - `TEST REOPEN [UNREACHABLE|SLOW|NOSTORE]`: a new context on the same
+///   warehouse, its store reachable, unreachable or silent, or a catalog that
+///   names no store;
+/// - `TEST AFTER <ms> <statement>`: runs the statement that much later, in
+///   the background (for streaming reads);
+/// - `TEST SWITCH table_missing = on|off`: the memory store's switch.
+struct LakeStreamDb {
+    ctx: Arc<LakeStreamContext>,
+    warehouse: Arc<TestWarehouse>,
+    harness: Option<Arc<dyn StoreHarness>>,
+}
+
+/// No statement of a suite may hang the test run.
+const STATEMENT_TIMEOUT: Duration = Duration::from_secs(120);
+
+impl LakeStreamDb {
+    async fn run_test_statement(&mut self, command: &str) -> Result<(), DataFusionError> {
+        let words: Vec<&str> = command.split_whitespace().collect();
+        match words.as_slice() {
+            ["REOPEN", rest @ ..] => {
+                let condition = match rest {
+                    [] => Some(StoreCondition::Reachable),
+                    ["UNREACHABLE"] => Some(StoreCondition::Unreachable),
+                    ["SLOW"] => Some(StoreCondition::Slow),
+                    ["NOSTORE"] => None,
+                    _ => return Err(DataFusionError::Plan(format!("bad TEST {command}"))),
+                };
+                let ctx = match (&self.harness, condition) {
+                    (Some(harness), Some(condition)) => {
+                        harness.open(&self.warehouse, condition).await
+                    }
+                    _ => self.warehouse.context_with(&[]).await,
+                };
+                self.ctx = Arc::new(ctx);
+            }
+            ["AFTER", millis, ..] => {
+                let delay: u64 = millis
+                    .parse()
+                    .map_err(|_| DataFusionError::Plan(format!("bad TEST {command}")))?;
+                let statement = command
+                    .splitn(3, char::is_whitespace)
+                    .nth(2)
+                    .unwrap_or_default()
+                    .to_string();
+                let ctx = Arc::clone(&self.ctx);
+                tokio::spawn(async move {
+                    tokio::time::sleep(Duration::from_millis(delay)).await;
+                    let result = match ctx.sql(&statement).await {
+                        Ok(df) => df.collect().await.map(|_| ()),
+                        Err(e) => Err(e),
+                    };
+                    if let Err(e) = result {
+                        eprintln!("TEST AFTER {delay} failed: {statement}: {e}");
+                    }
+                });
+            }
+            ["SWITCH", "table_missing", "=", value] => {
+                self.warehouse
+                    .memory
+                    .switches
+                    .table_missing
+                    .store(*value == "on", Ordering::SeqCst);
+            }
+            _ => return Err(DataFusionError::Plan(format!("unknown TEST {command}"))),
+        }
+        Ok(())
+    }
+
+    async fn query(&self, sql: &str) -> Result<DBOutput<DefaultColumnType>, DataFusionError> {
         let df = self.ctx.sql(sql).await?;
         let schema = Arc::clone(df.schema().inner());
         let batches = df.collect().await?;
@@ -40,6 +151,25 @@ impl sqllogictest::AsyncDB for LakeStreamDb {
             rows: rows(&batches)?,
         })
     }
+}
+
+#[async_trait]
+impl sqllogictest::AsyncDB for LakeStreamDb {
+    type Error = DataFusionError;
+    type ColumnType = DefaultColumnType;
+
+    async fn run(&mut self, sql: &str) -> Result<DBOutput<DefaultColumnType>, DataFusionError> {
+        if let Some(command) = sql.trim().strip_prefix("TEST ") {
+            self.run_test_statement(command.trim()).await?;
+            return Ok(DBOutput::StatementComplete(0));
+        }
+        match tokio::time::timeout(STATEMENT_TIMEOUT, self.query(sql)).await {
+            Ok(result) => result,
+            Err(_) => Err(DataFusionError::Execution(format!(
+                "statement did not finish within {STATEMENT_TIMEOUT:?}: {sql}"
+            ))),
+        }
+    }
 
     async fn shutdown(&mut self) {}
 
@@ -47,7 +177,7 @@ impl sqllogictest::AsyncDB for LakeStreamDb {
         "paimon-lakestream"
     }
 
-    async fn sleep(dur: std::time::Duration) {
+    async fn sleep(dur: Duration) {
         tokio::time::sleep(dur).await;
     }
 }
@@ -95,53 +225,91 @@ fn rows(batches: &[RecordBatch]) -> Result<Vec<Vec<String>>, DataFusionError> {
     Ok(out)
 }
 
-/// Runs `sql-tests/<file>` against a fresh warehouse of `kind`.
-pub async fn run_file(file: &str, kind: CatalogKind, extra_options: &[(&str, &str)]) {
-    let warehouse = TestWarehouse::new(kind).await;
-    let ctx = Arc::new(warehouse.context_with(extra_options).await);
+/// Runs `sql-tests/<file>` against a fresh warehouse of `kind`, whose catalog
+/// names the store of `harness` (or no store).
+pub async fn run_file(file: &str, kind: CatalogKind, harness: Option<Arc<dyn StoreHarness>>) {
+    let warehouse = Arc::new(TestWarehouse::new(kind).await);
+    let ctx = Arc::new(match &harness {
+        Some(harness) => harness.open(&warehouse, StoreCondition::Reachable).await,
+        None => warehouse.context_with(&[]).await,
+    });
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("sql-tests")
         .join(file);
+    let labels = [
+        match kind {
+            CatalogKind::Filesystem => "filesystem".to_string(),
+            CatalogKind::Rest => "rest".to_string(),
+        },
+        harness
+            .as_ref()
+            .map_or("no-store".to_string(), |h| h.identifier().to_string()),
+    ];
+    let db_warehouse = Arc::clone(&warehouse);
+    let db_harness = harness.clone();
     let mut runner = sqllogictest::Runner::new(move || {
-        let ctx = Arc::clone(&ctx);
-        async move { Ok::<_, DataFusionError>(LakeStreamDb { ctx }) }
+        let db = LakeStreamDb {
+            ctx: Arc::clone(&ctx),
+            warehouse: Arc::clone(&db_warehouse),
+            harness: db_harness.clone(),
+        };
+        async move { Ok::<_, DataFusionError>(db) }
     });
-    runner.add_label(match kind {
-        CatalogKind::Filesystem => "filesystem",
-        CatalogKind::Rest => "rest",
-    });
-    if let Err(e) = runner.run_file_async(&path).await {
-        panic!("{file} ({kind:?}):\n{e}");
+    for label in &labels {
+        runner.add_label(label);
     }
-    drop(warehouse);
+    if let Err(e) = runner.run_file_async(&path).await {
+        panic!("{file} ({}):\n{e}", labels.join(", "));
+    }
+}
+
+fn memory() -> Option<Arc<dyn StoreHarness>> {
+    Some(Arc::new(MemoryHarness))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn guards_filesystem() {
-    run_file(
-        "guards.slt",
-        CatalogKind::Filesystem,
-        &[("lakestream.store", "local")],
-    )
-    .await;
+    run_file("guards.slt", CatalogKind::Filesystem, memory()).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn guards_rest() {
-    run_file(
-        "guards.slt",
-        CatalogKind::Rest,
-        &[("lakestream.store", "local")],
-    )
-    .await;
+    run_file("guards.slt", CatalogKind::Rest, memory()).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn names_filesystem() {
-    run_file(
-        "names.slt",
-        CatalogKind::Filesystem,
-        &[("lakestream.store", "local")],
-    )
-    .await;
+async fn names() {
+    run_file("names.slt", CatalogKind::Filesystem, memory()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writes() {
+    run_file("writes.slt", CatalogKind::Filesystem, memory()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_store() {
+    run_file("no_store.slt", CatalogKind::Filesystem, memory()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lifecycle() {
+    run_file("lifecycle.slt", CatalogKind::Filesystem, memory()).await;
+}
+
+/// The store conformance suite: every store runs these files.
+pub async fn conformance(harness: Arc<dyn StoreHarness>) {
+    for file in [
+        "conformance/append.slt",
+        "conformance/primary_key.slt",
+        "conformance/streaming.slt",
+        "conformance/unreachable.slt",
+    ] {
+        run_file(file, CatalogKind::Filesystem, Some(Arc::clone(&harness))).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn conformance_memory() {
+    conformance(Arc::new(MemoryHarness)).await;
 }

@@ -3,9 +3,12 @@
 
 use std::collections::HashMap;
 
+use std::sync::Arc;
+
 use paimon_lakestream::LakeStreamContext;
 use tempfile::TempDir;
 
+use crate::memory_store::MemoryStoreFactory;
 use crate::rest_server::RestCatalogServer;
 
 /// The catalog implementations every catalog-level test runs against.
@@ -18,6 +21,8 @@ pub enum CatalogKind {
 /// A warehouse in a temporary directory, with the catalog in front of it.
 pub struct TestWarehouse {
     _dir: TempDir,
+    /// The test store every context of this warehouse can name as `memory`.
+    pub memory: Arc<MemoryStoreFactory>,
     options: HashMap<String, String>,
     _server: Option<RestCatalogServer>,
 }
@@ -44,6 +49,7 @@ impl TestWarehouse {
         };
         Self {
             _dir: dir,
+            memory: Arc::new(MemoryStoreFactory::default()),
             options,
             _server: server,
         }
@@ -59,6 +65,8 @@ impl TestWarehouse {
         let mut options = self.catalog_options();
         options.extend(extra.iter().map(|(k, v)| (k.to_string(), v.to_string())));
         let mut ctx = LakeStreamContext::new();
+        ctx.store_registry()
+            .register(Arc::clone(&self.memory) as Arc<dyn paimon_lakestream::store::StoreFactory>);
         ctx.register_catalog("paimon", options)
             .await
             .expect("register catalog");

@@ -1,0 +1,250 @@
+//! A store that keeps everything in memory, for routing tests. It is found
+//! through the same registry as a real store, and has switches for the
+//! failures the contract talks about: unreachable, slow, table missing.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use datafusion::arrow::array::{Int8Array, RecordBatch};
+use datafusion::execution::SendableRecordBatchStream;
+use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
+use paimon::catalog::Identifier;
+use paimon::table::Table;
+use paimon_lakestream::store::{
+    log_arrow_schema, LakestreamStore, ScanMode, StoreContext, StoreFactory, StoreLog, StoreRead,
+    WriteKind,
+};
+use paimon_lakestream::{Error, Result};
+use tokio::sync::Notify;
+
+pub const IDENTIFIER: &str = "memory";
+
+/// Failure switches, shared by the factory and every store it made.
+#[derive(Debug, Default)]
+pub struct Switches {
+    pub unreachable: AtomicBool,
+    pub slow: AtomicBool,
+    pub table_missing: AtomicBool,
+}
+
+#[derive(Debug, Default)]
+struct TableLog {
+    base_snapshot: Option<i64>,
+    batches: Vec<RecordBatch>,
+}
+
+/// The store's data: it outlives store instances, as a server's would.
+#[derive(Debug, Default)]
+struct Data {
+    tables: Mutex<HashMap<Identifier, TableLog>>,
+    written: Notify,
+}
+
+#[derive(Debug, Default)]
+pub struct MemoryStoreFactory {
+    pub switches: Arc<Switches>,
+    data: Arc<Data>,
+    /// How many stores were created (successfully).
+    pub created: AtomicUsize,
+    /// The options the last creation got.
+    pub last_options: Mutex<Option<std::collections::BTreeMap<String, String>>>,
+}
+
+#[async_trait]
+impl StoreFactory for MemoryStoreFactory {
+    fn identifier(&self) -> &str {
+        IDENTIFIER
+    }
+
+    async fn create(&self, context: StoreContext) -> Result<Arc<dyn LakestreamStore>> {
+        if self.switches.slow.load(Ordering::SeqCst) {
+            tokio::time::sleep(Duration::from_secs(3600)).await;
+        }
+        if self.switches.unreachable.load(Ordering::SeqCst) {
+            return Err(Error::StoreUnavailable {
+                store: IDENTIFIER.to_string(),
+                reason: "connection refused (test switch)".to_string(),
+            });
+        }
+        *self.last_options.lock().unwrap() = Some(context.options.clone());
+        self.created.fetch_add(1, Ordering::SeqCst);
+        Ok(Arc::new(MemoryStore {
+            switches: Arc::clone(&self.switches),
+            data: Arc::clone(&self.data),
+        }))
+    }
+}
+
+#[derive(Debug)]
+struct MemoryStore {
+    switches: Arc<Switches>,
+    data: Arc<Data>,
+}
+
+impl MemoryStore {
+    async fn check(&self) -> Result<()> {
+        if self.switches.slow.load(Ordering::SeqCst) {
+            tokio::time::sleep(Duration::from_secs(3600)).await;
+        }
+        if self.switches.unreachable.load(Ordering::SeqCst) {
+            return Err(Error::StoreUnavailable {
+                store: IDENTIFIER.to_string(),
+                reason: "connection refused (test switch)".to_string(),
+            });
+        }
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl LakestreamStore for MemoryStore {
+    fn identifier(&self) -> &str {
+        IDENTIFIER
+    }
+
+    async fn attach_table(&self, table: &Table) -> Result<()> {
+        self.check().await?;
+        let base = table
+            .snapshot_manager()
+            .get_latest_snapshot_id()
+            .await
+            .map_err(Error::from)?;
+        let mut tables = self.data.tables.lock().unwrap();
+        tables
+            .entry(table.identifier().clone())
+            .or_insert_with(|| TableLog {
+                base_snapshot: base,
+                batches: Vec::new(),
+            });
+        Ok(())
+    }
+
+    async fn drop_table(&self, identifier: &Identifier) -> Result<()> {
+        self.check().await?;
+        self.data.tables.lock().unwrap().remove(identifier);
+        Ok(())
+    }
+
+    async fn plan_read(&self, table: &Table, _mode: ScanMode) -> Result<StoreRead> {
+        self.check().await?;
+        let missing = || Error::StoreTableMissing {
+            store: IDENTIFIER.to_string(),
+            table: table.identifier().full_name(),
+        };
+        if self.switches.table_missing.load(Ordering::SeqCst) {
+            return Err(missing());
+        }
+        let tables = self.data.tables.lock().unwrap();
+        let log = tables.get(table.identifier()).ok_or_else(missing)?;
+        Ok(StoreRead {
+            snapshot_id: log.base_snapshot,
+            log: Arc::new(MemoryLog {
+                data: Arc::clone(&self.data),
+                table: table.clone(),
+                end: log.batches.len(),
+            }),
+        })
+    }
+
+    async fn write(
+        &self,
+        table: &Table,
+        kind: WriteKind,
+        batches: Vec<RecordBatch>,
+    ) -> Result<u64> {
+        self.check().await?;
+        let schema = log_arrow_schema(table)?;
+        let mut rows = 0;
+        let mut log_batches = Vec::new();
+        for batch in batches {
+            rows += batch.num_rows() as u64;
+            let mut columns = batch.columns().to_vec();
+            columns.push(Arc::new(Int8Array::from(vec![
+                kind.row_kind().as_i8();
+                batch.num_rows()
+            ])));
+            log_batches.push(
+                RecordBatch::try_new(Arc::clone(&schema), columns)
+                    .map_err(|e| Error::Internal(e.to_string()))?,
+            );
+        }
+        {
+            let mut tables = self.data.tables.lock().unwrap();
+            let log =
+                tables
+                    .get_mut(table.identifier())
+                    .ok_or_else(|| Error::StoreTableMissing {
+                        store: IDENTIFIER.to_string(),
+                        table: table.identifier().full_name(),
+                    })?;
+            log.batches.extend(log_batches);
+        }
+        self.data.written.notify_waiters();
+        Ok(rows)
+    }
+}
+
+#[derive(Debug)]
+struct MemoryLog {
+    data: Arc<Data>,
+    table: Table,
+    end: usize,
+}
+
+impl MemoryLog {
+    fn batches(&self, from: usize, to: Option<usize>) -> Vec<RecordBatch> {
+        let tables = self.data.tables.lock().unwrap();
+        tables
+            .get(self.table.identifier())
+            .map(|log| {
+                let to = to.unwrap_or(log.batches.len()).min(log.batches.len());
+                log.batches
+                    .get(from.min(to)..to)
+                    .unwrap_or_default()
+                    .to_vec()
+            })
+            .unwrap_or_default()
+    }
+}
+
+impl StoreLog for MemoryLog {
+    fn read_bounded(&self) -> Result<SendableRecordBatchStream> {
+        let schema = log_arrow_schema(&self.table)?;
+        let batches = self.batches(0, Some(self.end));
+        Ok(Box::pin(RecordBatchStreamAdapter::new(
+            schema,
+            futures::stream::iter(batches.into_iter().map(Ok)),
+        )))
+    }
+
+    fn follow(&self) -> Result<SendableRecordBatchStream> {
+        let schema = log_arrow_schema(&self.table)?;
+        let log = MemoryLog {
+            data: Arc::clone(&self.data),
+            table: self.table.clone(),
+            end: self.end,
+        };
+        let stream = futures::stream::unfold(log, |mut log| async move {
+            loop {
+                let data = Arc::clone(&log.data);
+                let notified = data.written.notified();
+                tokio::pin!(notified);
+                // Registered before looking, so a write in between still wakes us.
+                notified.as_mut().enable();
+                let batches = log.batches(log.end, None);
+                if !batches.is_empty() {
+                    log.end += batches.len();
+                    return Some((futures::stream::iter(batches.into_iter().map(Ok)), log));
+                }
+                notified.await;
+            }
+        });
+        Ok(Box::pin(RecordBatchStreamAdapter::new(
+            schema,
+            futures::StreamExt::flatten(stream),
+        )))
+    }
+}
