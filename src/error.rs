@@ -187,6 +187,16 @@ pub enum Error {
         table: String,
     },
 
+    /// On-demand tiering asked of a store whose own service tiers.
+    #[error(
+        "lakestream store '{store}' has no on-demand tiering: its own tiering service moves rows \
+         into Paimon"
+    )]
+    TieringElsewhere {
+        /// The store's identifier.
+        store: String,
+    },
+
     /// A store failed.
     #[error("lakestream store '{store}' failed: {source}")]
     StoreFailed {

@@ -7,6 +7,7 @@
 //! through [`StoreRegistry::register`].
 
 mod lazy;
+pub mod local;
 mod registry;
 
 use std::collections::{BTreeMap, HashMap};
@@ -137,6 +138,34 @@ pub trait LakestreamStore: Debug + Send + Sync {
     fn supports_deletes(&self) -> bool {
         true
     }
+
+    /// Moves the store's rows of `table` into Paimon now. Stores whose own
+    /// service tiers (Fluss) answer [`Error::TieringElsewhere`].
+    async fn tier(&self, table: &Table) -> Result<TierReport> {
+        let _ = table;
+        Err(Error::TieringElsewhere {
+            store: self.identifier().to_string(),
+        })
+    }
+
+    /// How many rows of `table` the store holds that Paimon does not.
+    async fn pending_rows(&self, table: &Table) -> Result<u64> {
+        let _ = table;
+        Err(Error::TieringElsewhere {
+            store: self.identifier().to_string(),
+        })
+    }
+}
+
+/// What a tiering run did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TierReport {
+    /// Rows committed to Paimon.
+    pub rows: u64,
+    /// Paimon snapshots committed.
+    pub commits: u64,
+    /// The store position tiered up to (exclusive).
+    pub position: u64,
 }
 
 /// How a lake-stream table reaches its store: through its catalog, or, for an
@@ -198,7 +227,9 @@ pub trait StoreFactory: Debug + Send + Sync {
 
 /// A registry with the stores this crate ships.
 pub fn builtin_registry() -> StoreRegistry {
-    StoreRegistry::new()
+    let registry = StoreRegistry::new();
+    registry.register(Arc::new(local::LocalStoreFactory));
+    registry
 }
 
 /// The Arrow schema a store keeps a table's rows in: Paimon's own mapping of

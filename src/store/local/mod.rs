@@ -1,0 +1,400 @@
+//! The embedded `local` store: no server, data on local disk (or any object
+//! store), one command to start.
+//!
+//! - Writes become log segments, one per group commit, each checksummed and
+//!   made durable (fsync on local disk) before the INSERT returns.
+//! - Reads of `t$rt` take the newest Paimon snapshot and the segments after
+//!   the position its newest tiering commit reached.
+//! - Tiering commits segments into Paimon exactly once (commit user
+//!   [`TIER_USER`], commit identifier = the exclusive end position), then
+//!   deletes them. It runs in the background of the process that writes, on
+//!   demand (`lakestream_tier`), or as `lakestream-cli tier`.
+//!
+//! Catalog options (`local.<key>`): `path` (default `<warehouse>/_lakestream`),
+//! `tier-interval` (default `30s`, `off` to disable background tiering) and
+//! `tier-max-rows` (rows per tiering commit, default 2,000,000).
+
+mod path;
+mod root;
+mod segment;
+mod table;
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use datafusion::arrow::array::RecordBatch;
+use paimon::catalog::{Catalog, Identifier};
+use paimon::table::Table;
+
+pub use table::TIER_USER;
+
+use self::root::Root;
+use self::table::with_row_kind;
+use crate::error::{Error, Result};
+use crate::options::{self, parse_duration};
+use crate::store::{
+    log_arrow_schema, primary_keys, LakestreamStore, ScanMode, StoreContext, StoreFactory,
+    StoreRead, TierReport, WriteKind,
+};
+
+/// The identifier of the embedded store.
+pub const LOCAL: &str = "local";
+
+const PATH: &str = "path";
+const TIER_INTERVAL: &str = "tier-interval";
+const TIER_MAX_ROWS: &str = "tier-max-rows";
+const KNOWN_OPTIONS: &[&str] = &[PATH, TIER_INTERVAL, TIER_MAX_ROWS];
+const DEFAULT_TIER_INTERVAL: Duration = Duration::from_secs(30);
+const DEFAULT_TIER_MAX_ROWS: u64 = 2_000_000;
+
+/// A test hook: a process whose `LAKESTREAM_FAILPOINT` names this point
+/// aborts there, as a crash would. Used by the crash-safety tests.
+pub(crate) fn failpoint(name: &str) {
+    static POINT: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+    let point = POINT.get_or_init(|| std::env::var("LAKESTREAM_FAILPOINT").ok());
+    if point.as_deref() == Some(name) {
+        eprintln!("lakestream: failpoint '{name}' reached, aborting");
+        std::process::abort();
+    }
+}
+
+/// Options of the `local` store.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LocalOptions {
+    /// Where the store keeps its files: a path or a URL.
+    pub path: String,
+    /// How often the writing process tiers; `None`: only on demand.
+    pub tier_interval: Option<Duration>,
+    /// Rows per tiering commit, at most (whole segments are never split).
+    pub tier_max_rows: u64,
+}
+
+impl LocalOptions {
+    /// Reads `local.<key>` options (prefix stripped). `warehouse` is the
+    /// catalog's warehouse when it is a location (filesystem catalogs), the
+    /// default parent of the store's directory.
+    pub fn from_options(
+        options: &BTreeMap<String, String>,
+        warehouse: Option<&str>,
+    ) -> Result<Self> {
+        let invalid = |key: &str, reason: String| Error::InvalidOption {
+            key: format!("{LOCAL}.{key}"),
+            reason,
+        };
+        if let Some(key) = options
+            .keys()
+            .find(|k| !KNOWN_OPTIONS.contains(&k.as_str()))
+        {
+            return Err(invalid(
+                key,
+                format!(
+                    "the local store has no such option; it knows: {}",
+                    KNOWN_OPTIONS
+                        .iter()
+                        .map(|k| format!("{LOCAL}.{k}"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            ));
+        }
+        let path = match (options.get(PATH), warehouse) {
+            (Some(path), _) if !path.trim().is_empty() => path.clone(),
+            (Some(_), _) => return Err(invalid(PATH, "is empty".to_string())),
+            (None, Some(warehouse)) => format!("{}/_lakestream", warehouse.trim_end_matches('/')),
+            (None, None) => {
+                return Err(invalid(
+                    PATH,
+                    "is needed: the catalog has no warehouse directory to put the store under \
+                     (a REST catalog's warehouse is a name, not a directory)"
+                        .to_string(),
+                ))
+            }
+        };
+        let tier_interval = match options.get(TIER_INTERVAL).map(|v| v.trim()) {
+            None => Some(DEFAULT_TIER_INTERVAL),
+            Some(off) if off.eq_ignore_ascii_case("off") => None,
+            Some(text) => {
+                let interval = parse_duration(text).map_err(|r| invalid(TIER_INTERVAL, r))?;
+                if interval.is_zero() {
+                    return Err(invalid(
+                        TIER_INTERVAL,
+                        "must be above zero, or 'off'".to_string(),
+                    ));
+                }
+                Some(interval)
+            }
+        };
+        let tier_max_rows = match options.get(TIER_MAX_ROWS) {
+            None => DEFAULT_TIER_MAX_ROWS,
+            Some(text) => text
+                .trim()
+                .parse::<u64>()
+                .ok()
+                .filter(|n| *n > 0)
+                .ok_or_else(|| {
+                    invalid(TIER_MAX_ROWS, format!("'{text}' is not a positive number"))
+                })?,
+        };
+        Ok(Self {
+            path,
+            tier_interval,
+            tier_max_rows,
+        })
+    }
+}
+
+/// Creates `local` stores.
+#[derive(Debug, Default)]
+pub struct LocalStoreFactory;
+
+#[async_trait]
+impl StoreFactory for LocalStoreFactory {
+    fn identifier(&self) -> &str {
+        LOCAL
+    }
+
+    async fn create(&self, context: StoreContext) -> Result<Arc<dyn LakestreamStore>> {
+        let filesystem = context
+            .catalog_options
+            .get("metastore")
+            .is_none_or(|m| m.eq_ignore_ascii_case("filesystem"));
+        let warehouse = context
+            .catalog_options
+            .get("warehouse")
+            .filter(|_| filesystem)
+            .map(String::as_str);
+        let options = LocalOptions::from_options(&context.options, warehouse)?;
+        Ok(Arc::new(LocalStore::open(options, context.catalog)?))
+    }
+}
+
+/// The embedded store.
+#[derive(Debug)]
+pub struct LocalStore {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    root: Arc<Root>,
+    options: LocalOptions,
+    catalog: Arc<dyn Catalog>,
+    /// Tables with a background tierer in this process.
+    tiering: Mutex<HashSet<Identifier>>,
+}
+
+impl std::fmt::Debug for Inner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LocalStore")
+            .field("root", &self.root.url)
+            .field("options", &self.options)
+            .finish_non_exhaustive()
+    }
+}
+
+impl LocalStore {
+    /// Opens the store at `options.path` for tables of `catalog`.
+    pub fn open(options: LocalOptions, catalog: Arc<dyn Catalog>) -> Result<Self> {
+        let root = Root::open(&options.path)?;
+        Ok(Self {
+            inner: Arc::new(Inner {
+                root,
+                options,
+                catalog,
+                tiering: Mutex::new(HashSet::new()),
+            }),
+        })
+    }
+
+    /// Tiers `table`'s rows into Paimon now.
+    pub async fn tier_now(&self, table: &Table) -> Result<TierReport> {
+        self.inner.tier(table).await
+    }
+
+    /// Rows of `table` in the store that Paimon does not hold yet.
+    pub async fn pending_rows(&self, table: &Table) -> Result<u64> {
+        self.inner
+            .root
+            .table(table.identifier())
+            .pending_rows(table)
+            .await
+    }
+
+    /// Starts the background tierer of `table` in this process, once.
+    fn ensure_tiering(&self, identifier: &Identifier) {
+        let Some(interval) = self.inner.options.tier_interval else {
+            return;
+        };
+        let first = self
+            .inner
+            .tiering
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(identifier.clone());
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        if first {
+            let weak = Arc::downgrade(&self.inner);
+            runtime.spawn(background_tiering(weak, identifier.clone(), interval));
+        }
+    }
+}
+
+/// Tiers one table every `interval` while the store lives and the table is
+/// a lake-stream table. Errors are retried at the next tick.
+async fn background_tiering(store: Weak<Inner>, identifier: Identifier, interval: Duration) {
+    let mut ticker = tokio::time::interval(interval);
+    ticker.tick().await;
+    loop {
+        ticker.tick().await;
+        let Some(store) = store.upgrade() else { return };
+        let table = match store.catalog.get_table(&identifier).await {
+            Ok(table) if options::is_enabled(table.schema().options()) => table,
+            // Dropped or turned off: this tierer's work is over.
+            Ok(_) | Err(paimon::Error::TableNotExist { .. }) => break,
+            Err(_) => continue,
+        };
+        // A failure leaves everything in place for the next tick.
+        let _ = store.tier(&table).await;
+    }
+    if let Some(store) = store.upgrade() {
+        store
+            .tiering
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&identifier);
+    }
+}
+
+impl Inner {
+    async fn tier(&self, table: &Table) -> Result<TierReport> {
+        self.root
+            .table(table.identifier())
+            .tier(table, self.options.tier_max_rows)
+            .await
+    }
+}
+
+#[async_trait]
+impl LakestreamStore for LocalStore {
+    fn identifier(&self) -> &str {
+        LOCAL
+    }
+
+    async fn attach_table(&self, table: &Table) -> Result<()> {
+        self.inner
+            .root
+            .table(table.identifier())
+            .attach(table)
+            .await
+    }
+
+    async fn drop_table(&self, identifier: &Identifier) -> Result<()> {
+        self.inner.root.table(identifier).drop_files().await?;
+        self.inner.root.forget(identifier);
+        Ok(())
+    }
+
+    async fn plan_read(&self, table: &Table, _mode: ScanMode) -> Result<StoreRead> {
+        let log = self
+            .inner
+            .root
+            .table(table.identifier())
+            .plan_read(table)
+            .await?;
+        Ok(StoreRead {
+            snapshot_id: log.snapshot_id,
+            log: Arc::new(log),
+        })
+    }
+
+    async fn write(
+        &self,
+        table: &Table,
+        kind: WriteKind,
+        batches: Vec<RecordBatch>,
+    ) -> Result<u64> {
+        if kind == WriteKind::Delete && primary_keys(table).is_empty() {
+            return Err(Error::WriteNotSupported {
+                operation: "DELETE".to_string(),
+                table: table.identifier().full_name(),
+                reason: "the table has no primary key".to_string(),
+            });
+        }
+        let schema = log_arrow_schema(table)?;
+        let rows = batches.iter().map(|b| b.num_rows() as u64).sum();
+        let batches = batches
+            .iter()
+            .map(|b| with_row_kind(b, kind, &schema))
+            .collect::<Result<Vec<_>>>()?;
+        self.inner
+            .root
+            .table(table.identifier())
+            .append(batches)
+            .await?;
+        self.ensure_tiering(table.identifier());
+        Ok(rows)
+    }
+
+    async fn tier(&self, table: &Table) -> Result<TierReport> {
+        self.tier_now(table).await
+    }
+
+    async fn pending_rows(&self, table: &Table) -> Result<u64> {
+        LocalStore::pending_rows(self, table).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn opts(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn options_default_under_the_warehouse() {
+        let o = LocalOptions::from_options(&opts(&[]), Some("/w/")).unwrap();
+        assert_eq!(o.path, "/w/_lakestream");
+        assert_eq!(o.tier_interval, Some(Duration::from_secs(30)));
+        assert_eq!(o.tier_max_rows, 2_000_000);
+        let o = LocalOptions::from_options(
+            &opts(&[
+                ("path", "memory://x"),
+                ("tier-interval", "OFF"),
+                ("tier-max-rows", "10"),
+            ]),
+            None,
+        )
+        .unwrap();
+        assert_eq!(o.path, "memory://x");
+        assert_eq!(o.tier_interval, None);
+        assert_eq!(o.tier_max_rows, 10);
+    }
+
+    #[test]
+    fn bad_options_name_the_key() {
+        for (pairs, key) in [
+            (vec![("pathh", "x")], "local.pathh"),
+            (vec![("path", " ")], "local.path"),
+            (vec![("tier-interval", "0s")], "local.tier-interval"),
+            (vec![("tier-interval", "soon")], "local.tier-interval"),
+            (vec![("tier-max-rows", "0")], "local.tier-max-rows"),
+        ] {
+            let err = LocalOptions::from_options(&opts(&pairs), Some("/w"))
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains(key), "{err}");
+        }
+        let err = LocalOptions::from_options(&opts(&[]), None)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("warehouse"), "{err}");
+    }
+}
