@@ -26,6 +26,8 @@ pub struct LakeStreamCatalog {
     inner: Arc<dyn Catalog>,
     store_options: CatalogStoreOptions,
     store: StoreBinding,
+    /// Things a statement did that its caller should hear about.
+    notices: std::sync::Mutex<Vec<String>>,
 }
 
 impl std::fmt::Debug for LakeStreamCatalog {
@@ -64,7 +66,20 @@ impl LakeStreamCatalog {
             inner,
             store_options,
             store: StoreBinding::new(store, format!("catalog '{name}'")),
+            notices: std::sync::Mutex::new(Vec::new()),
         }
+    }
+
+    /// Takes the notices left by the catalog operations so far.
+    pub fn take_notices(&self) -> Vec<String> {
+        std::mem::take(&mut *self.notices.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    fn notice(&self, text: String) {
+        self.notices
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(text);
     }
 
     /// The name the catalog is registered under.
@@ -164,6 +179,83 @@ impl LakeStreamCatalog {
             })
             .await
     }
+}
+
+impl LakeStreamCatalog {
+    /// Turning the mode off: the store tiers what Paimon lacks first, where it
+    /// can. Off always succeeds, store or no store: it touches only the
+    /// catalog; what could not be tiered is left in the store, and a notice
+    /// says so.
+    async fn disable(&self, identifier: &Identifier) {
+        let Ok(Some(table)) = self.lakestream_table(identifier).await else {
+            return;
+        };
+        let Ok(store) = self.store.require("turning the mode off", identifier) else {
+            return;
+        };
+        let tiered = store
+            .call("tier before turning the mode off", |s| {
+                let table = table.clone();
+                async move { s.tier(&table).await }
+            })
+            .await;
+        let error = match tiered {
+            Ok(_) | Err(Error::TieringElsewhere { .. }) => return,
+            Err(e) => e,
+        };
+        let waiting = store
+            .call("count rows waiting", |s| async move {
+                s.pending_rows(&table).await
+            })
+            .await
+            .map_or_else(
+                |_| "rows not yet tiered".to_string(),
+                |n| format!("{n} rows"),
+            );
+        let name = identifier.full_name();
+        self.notice(format!(
+            "lake-stream mode of '{name}' is off, but store '{}' could not tier first ({error}); \
+             {waiting} wait in the store. Tier them later: turn the mode on again and run \
+             CALL sys.lakestream_tier('{name}'), or run lakestream-cli tier --table {name}",
+            store.identifier()
+        ));
+    }
+}
+
+/// Schema changes a lake-stream table can take: the store keeps rows by
+/// column name, so adding a column is safe (old rows read it as null) and
+/// dropping, renaming or retyping one is not.
+fn check_schema_changes(table: &Table, changes: &[SchemaChange]) -> Result<()> {
+    for change in changes {
+        let refused = match change {
+            SchemaChange::SetOption { .. }
+            | SchemaChange::RemoveOption { .. }
+            | SchemaChange::UpdateComment { .. }
+            | SchemaChange::AddColumn { .. } => continue,
+            SchemaChange::DropColumn { field_names } => {
+                format!("DROP COLUMN {}", field_names.join("."))
+            }
+            SchemaChange::RenameColumn { field_names, .. } => {
+                format!("RENAME COLUMN {}", field_names.join("."))
+            }
+            SchemaChange::UpdateColumnType { field_names, .. } => {
+                format!("ALTER COLUMN {} TYPE", field_names.join("."))
+            }
+            SchemaChange::UpdateColumnNullability { field_names, .. } => {
+                format!("ALTER COLUMN {} NULL / NOT NULL", field_names.join("."))
+            }
+            other => format!("{other:?}"),
+        };
+        return Err(Error::WriteNotSupported {
+            operation: format!("ALTER TABLE ... {refused}"),
+            table: table.identifier().full_name(),
+            reason: "the store keeps the table's newest rows by column name and cannot follow \
+                     this change; ADD COLUMN works. Turn the mode off first (which tiers the \
+                     store's rows into Paimon)"
+                .to_string(),
+        });
+    }
+    Ok(())
 }
 
 /// The value `lakestream.enabled` ends with after `changes`, if they touch it.
@@ -322,8 +414,14 @@ impl Catalog for LakeStreamCatalog {
         changes: Vec<SchemaChange>,
         ignore_if_not_exists: bool,
     ) -> paimon::Result<()> {
-        if enabled_after(&changes) == Some(true) {
-            self.enable(identifier).await.map_err(Error::into_paimon)?;
+        match enabled_after(&changes) {
+            Some(true) => self.enable(identifier).await.map_err(Error::into_paimon)?,
+            Some(false) => self.disable(identifier).await,
+            None => {
+                if let Some(table) = self.lakestream_table(identifier).await? {
+                    check_schema_changes(&table, &changes).map_err(Error::into_paimon)?;
+                }
+            }
         }
         self.inner
             .alter_table(identifier, changes, ignore_if_not_exists)

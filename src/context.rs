@@ -4,6 +4,8 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use datafusion::arrow::array::{RecordBatch, StringArray};
+use datafusion::arrow::datatypes::{DataType, Field, Schema};
 use datafusion::error::Result as DFResult;
 use datafusion::prelude::{DataFrame, SessionContext};
 use paimon::catalog::Catalog;
@@ -19,6 +21,7 @@ use crate::planner::statement::{Route, StatementFilter};
 use crate::planner::write::WriteRouting;
 use crate::planner::PlannerState;
 use crate::store::StoreRegistry;
+use crate::table::{TierFunction, TIER_FUNCTION};
 
 /// A SQL context over Paimon catalogs in lake-stream mode.
 ///
@@ -71,6 +74,10 @@ impl LakeStreamContext {
         let _ = session
             .register_relation_planner(Arc::new(RealtimeRelationPlanner::new(Arc::clone(&state))));
         session.add_analyzer_rule(Arc::new(WriteRouting::new(Arc::clone(&state))));
+        session.register_udtf(
+            TIER_FUNCTION,
+            Arc::new(TierFunction::new(Arc::clone(&state))),
+        );
         session
             .state_ref()
             .write()
@@ -159,6 +166,7 @@ impl LakeStreamContext {
         let result = match checked.route {
             Route::SqlContext => self.sql_context.sql(sql).await,
             Route::DataFusion => self.sql_context.ctx().sql(sql).await,
+            Route::Rewritten(rewritten) => self.sql_context.ctx().sql(&rewritten).await,
         }
         .map_err(error::surface)?;
         if checked.reset_all {
@@ -167,7 +175,17 @@ impl LakeStreamContext {
         if let Some((key, value)) = checked.dynamic_option {
             self.state.set_dynamic_option(&key, value);
         }
-        Ok(result)
+        let notices = self.state.take_notices();
+        if notices.is_empty() {
+            return Ok(result);
+        }
+        let schema = Arc::new(Schema::new(vec![Field::new(
+            "notice",
+            DataType::Utf8,
+            false,
+        )]));
+        let batch = RecordBatch::try_new(schema, vec![Arc::new(StringArray::from(notices))])?;
+        self.sql_context.ctx().read_batch(batch)
     }
 
     /// The DataFusion session underneath.

@@ -12,8 +12,8 @@ use std::sync::Arc;
 
 use datafusion::prelude::SessionContext;
 use datafusion::sql::sqlparser::ast::{
-    visit_relations, FromTable, ObjectName, ObjectNamePart, Reset, ResetStatement, Set, Statement,
-    TableFactor, TableObject,
+    visit_relations, FromTable, Function, ObjectName, ObjectNamePart, Reset, ResetStatement, Set,
+    Statement, TableFactor, TableObject,
 };
 use datafusion::sql::sqlparser::dialect::GenericDialect;
 use datafusion::sql::sqlparser::keywords::Keyword;
@@ -34,6 +34,9 @@ pub(crate) enum Route {
     SqlContext,
     /// DataFusion's own planner, so write routing sees the statement.
     DataFusion,
+    /// DataFusion's planner, with this statement instead (a procedure call
+    /// becomes a query of its table function).
+    Rewritten(String),
 }
 
 /// What the filter decided.
@@ -160,6 +163,10 @@ impl StatementFilter<'_> {
                     reset_all: true,
                 },
             }),
+            Statement::Call(function) => Ok(Checked::route(match procedure_call(function) {
+                Some(query) => Route::Rewritten(query),
+                None => Route::SqlContext,
+            })),
             _ => Ok(Checked::route(Route::SqlContext)),
         }
     }
@@ -257,6 +264,27 @@ fn check_set(variable: &str, value: Option<String>) -> Result<Checked> {
         options::reject_session_key(&key, "SET")?;
     }
     Ok(Checked::route(Route::SqlContext))
+}
+
+/// `CALL sys.lakestream_tier('db.t')` as the query of its table function.
+fn procedure_call(function: &Function) -> Option<String> {
+    let parts: Vec<&str> = function
+        .name
+        .0
+        .iter()
+        .filter_map(|p| p.as_ident().map(|i| i.value.as_str()))
+        .collect();
+    let is_tier = match parts.as_slice() {
+        [name] | ["sys" | "SYS", name] => name.eq_ignore_ascii_case(crate::table::TIER_FUNCTION),
+        _ => false,
+    };
+    is_tier.then(|| {
+        format!(
+            "SELECT * FROM {}{}",
+            crate::table::TIER_FUNCTION,
+            function.args
+        )
+    })
 }
 
 fn unquote(text: &str) -> String {

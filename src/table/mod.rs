@@ -2,7 +2,9 @@
 //! DML on lake-stream tables to their store.
 
 mod realtime;
+mod tier;
 mod write;
 
 pub(crate) use realtime::RealtimeTable;
+pub(crate) use tier::{TierFunction, TIER_FUNCTION};
 pub(crate) use write::StoreWriteTable;

@@ -1,6 +1,5 @@
 //! The table provider behind `t$rt`.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -58,14 +57,15 @@ impl RealtimeTable {
         let layout = self.layout(projection)?;
         let paimon = match read.snapshot_id {
             Some(snapshot_id) => {
-                let pinned = self
+                // Pinned, not time-travelled: the read keeps the table's
+                // current schema, so rows from older schemas line up.
+                let snapshot = self
                     .table
-                    .copy_with_time_travel(HashMap::from([(
-                        "scan.snapshot-id".to_string(),
-                        snapshot_id.to_string(),
-                    )]))
+                    .snapshot_manager()
+                    .get_snapshot(snapshot_id)
                     .await
                     .map_err(Error::from)?;
+                let pinned = self.table.copy_with_pinned_snapshot(&snapshot);
                 let provider = PaimonTableProvider::try_new(pinned)?;
                 // Filters on either column kind are safe on the Paimon half:
                 // a store change for a key replaces Paimon's row whatever it held.
