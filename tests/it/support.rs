@@ -55,6 +55,11 @@ impl TestWarehouse {
         }
     }
 
+    /// The temporary directory everything of this warehouse lives in.
+    pub fn path(&self) -> &std::path::Path {
+        self._dir.path()
+    }
+
     /// The catalog options, without lake-stream options.
     pub fn catalog_options(&self) -> HashMap<String, String> {
         self.options.clone()

@@ -1,0 +1,80 @@
+//! The embedded `local` store: the conformance suite, and what only a real
+//! store on disk has to prove (durability, crashes, processes, tiering).
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use paimon_lakestream::LakeStreamContext;
+
+use crate::slt::{conformance, StoreCondition, StoreHarness};
+use crate::support::TestWarehouse;
+
+/// The `local` store under the test warehouse (`<warehouse>/_lakestream`),
+/// background tiering off so that tests decide when rows move.
+pub struct LocalHarness;
+
+#[async_trait]
+impl StoreHarness for LocalHarness {
+    fn identifier(&self) -> &str {
+        "local"
+    }
+
+    async fn open(
+        &self,
+        warehouse: &TestWarehouse,
+        condition: StoreCondition,
+    ) -> LakeStreamContext {
+        match condition {
+            StoreCondition::Reachable => {
+                // Explicit, so it works for REST catalogs too, whose
+                // warehouse is a name rather than a directory.
+                let path = warehouse.path().join("store");
+                warehouse
+                    .context_with(&[
+                        ("lakestream.store", "local"),
+                        ("local.tier-interval", "off"),
+                        ("local.path", path.to_str().expect("utf-8 path")),
+                    ])
+                    .await
+            }
+            // A store directory that cannot be created: the store cannot open.
+            StoreCondition::Unreachable | StoreCondition::Slow => {
+                let blocker = warehouse.path().join("not-a-directory");
+                std::fs::write(&blocker, b"a file where the store's directory should be")
+                    .expect("write blocker");
+                let path = blocker.join("store");
+                warehouse
+                    .context_with(&[
+                        ("lakestream.store", "local"),
+                        ("local.path", path.to_str().expect("utf-8 path")),
+                    ])
+                    .await
+            }
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn conformance_local() {
+    conformance(Arc::new(LocalHarness)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tiering() {
+    crate::slt::run_file(
+        "tiering.slt",
+        crate::support::CatalogKind::Filesystem,
+        Some(Arc::new(LocalHarness)),
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tiering_rest() {
+    crate::slt::run_file(
+        "tiering.slt",
+        crate::support::CatalogKind::Rest,
+        Some(Arc::new(LocalHarness)),
+    )
+    .await;
+}
