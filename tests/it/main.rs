@@ -1,5 +1,6 @@
 mod catalog_api;
 mod cli;
+mod crash;
 mod local_store;
 mod memory_store;
 mod rest_server;

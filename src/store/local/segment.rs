@@ -28,9 +28,13 @@ const TRAILER_LEN: usize = 4;
 /// Why bytes are not a segment.
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum SegmentError {
-    /// Too short, wrong magic, wrong length or wrong checksum: a torn or foreign write.
+    /// Shorter or longer than its header says, or no header: a write that
+    /// stopped part way. Such a write was never acknowledged.
     #[error("not a complete segment: {0}")]
     Torn(String),
+    /// Whole, but its checksum does not match: damaged after it was written.
+    #[error("segment damaged: {0}")]
+    Corrupt(String),
     /// The checksum matched but the rows could not be read: a bug or an
     /// incompatible change, never a torn write.
     #[error("segment rows cannot be read: {0}")]
@@ -80,7 +84,7 @@ pub(crate) fn decode(bytes: &[u8]) -> Result<Vec<RecordBatch>, SegmentError> {
     let mut stored = [0u8; 4];
     stored.copy_from_slice(&bytes[bytes.len() - TRAILER_LEN..]);
     if crc32fast::hash(body) != u32::from_le_bytes(stored) {
-        return Err(SegmentError::Torn("checksum mismatch".to_string()));
+        return Err(SegmentError::Corrupt("checksum mismatch".to_string()));
     }
     let reader = StreamReader::try_new(Cursor::new(&body[HEADER_LEN..]), None)?;
     Ok(reader.collect::<Result<Vec<_>, _>>()?)
@@ -151,7 +155,10 @@ mod tests {
             let mut corrupt = bytes.clone();
             corrupt[i] ^= 0x40;
             assert!(
-                matches!(decode(&corrupt), Err(SegmentError::Torn(_))),
+                matches!(
+                    decode(&corrupt),
+                    Err(SegmentError::Torn(_) | SegmentError::Corrupt(_))
+                ),
                 "byte {i} flipped"
             );
         }

@@ -66,6 +66,15 @@ struct PendingWrite {
 /// A decoded segment: its batches as written (the schema of their time).
 type Segment = Arc<Vec<RecordBatch>>;
 
+/// What reading a segment's object found.
+enum Fetched {
+    Segment(Segment),
+    /// No object: never written, or trimmed.
+    Absent,
+    /// A write that stopped part way: no rows, never acknowledged.
+    Torn,
+}
+
 #[derive(Default)]
 struct Segments {
     /// Decoded segments by sequence number, from the last trim on.
@@ -270,18 +279,17 @@ impl TableState {
         Ok(next)
     }
 
-    /// Reads the segment `seq`: `None` if it does not exist.
-    async fn fetch(&self, seq: u64, last: bool) -> Result<Option<Segment>> {
+    /// Reads the segment `seq`.
+    async fn fetch(&self, seq: u64) -> Result<Fetched> {
         let location = path::segment(&self.dir, seq);
         let bytes = match self.objects().get(&location).await {
             Ok(get) => get.bytes().await.map_err(|e| store_error(LOCAL, e))?,
-            Err(object_store::Error::NotFound { .. }) => return Ok(None),
+            Err(object_store::Error::NotFound { .. }) => return Ok(Fetched::Absent),
             Err(e) => return Err(store_error(LOCAL, e)),
         };
         match segment::decode(&bytes) {
-            Ok(batches) => Ok(Some(Arc::new(batches))),
-            // A torn last write was never acknowledged: it is not there.
-            Err(SegmentError::Torn(_)) if last => Ok(None),
+            Ok(batches) => Ok(Fetched::Segment(Arc::new(batches))),
+            Err(SegmentError::Torn(_)) => Ok(Fetched::Torn),
             Err(e) => Err(store_error(
                 LOCAL,
                 format!(
@@ -292,42 +300,54 @@ impl TableState {
         }
     }
 
+    async fn present(&self, seq: u64) -> Result<bool> {
+        match self.objects().head(&path::segment(&self.dir, seq)).await {
+            Ok(_) => Ok(true),
+            Err(object_store::Error::NotFound { .. }) => Ok(false),
+            Err(e) => Err(store_error(LOCAL, e)),
+        }
+    }
+
     /// Brings the segment cache up to date and returns the segments from
     /// `from` on. `Ok(None)`: a segment at or after `from` is gone (trimmed by
     /// a tiering that finished meanwhile); plan again.
+    ///
+    /// A torn segment (a write that stopped part way, never acknowledged)
+    /// holds no rows: it is skipped. While it is the last one, reads stop
+    /// before it; once a later segment exists, it is passed over.
     async fn segments_from(&self, from: u64) -> Result<Option<Vec<(u64, Segment)>>> {
         let mut segments = self.segments.lock().await;
         if segments.next.is_none() {
             self.list(&mut segments).await?;
         }
-        // Look for segments written since, here or by other processes.
-        loop {
-            let next = segments.next.unwrap_or(0);
-            // Only a probe past the listed end can be a torn, unacknowledged write.
-            match self.fetch(next, true).await? {
-                Some(segment) => {
-                    segments.cache.insert(next, segment);
-                    segments.next = Some(next + 1);
-                }
-                None => break,
-            }
-        }
-        let end = segments.next.unwrap_or(0);
+        let mut end = from;
         let mut out = Vec::new();
-        for seq in from..end {
+        let mut seq = from;
+        loop {
+            let listed_end = segments.next.unwrap_or(0);
             let cached = segments.cache.get(&seq).cloned();
-            let segment = match cached {
-                Some(segment) => segment,
-                None => match self.fetch(seq, false).await? {
-                    Some(segment) => {
-                        segments.cache.insert(seq, Arc::clone(&segment));
-                        segment
-                    }
-                    None => return Ok(None),
-                },
+            let fetched = match cached {
+                Some(segment) => Fetched::Segment(segment),
+                None => self.fetch(seq).await?,
             };
-            out.push((seq, segment));
+            match fetched {
+                Fetched::Segment(segment) => {
+                    segments.cache.insert(seq, Arc::clone(&segment));
+                    out.push((seq, segment));
+                    end = seq + 1;
+                }
+                Fetched::Torn if self.present(seq + 1).await? => {
+                    segments.cache.insert(seq, Arc::new(Vec::new()));
+                    end = seq + 1;
+                }
+                Fetched::Torn => break,
+                // Past the end: nothing was written there yet.
+                Fetched::Absent if seq >= listed_end => break,
+                Fetched::Absent => return Ok(None),
+            }
+            seq += 1;
         }
+        segments.next = Some(segments.next.unwrap_or(0).max(end));
         // What lies before `from` is in Paimon.
         segments.cache = segments.cache.split_off(&from);
         Ok(Some(out))

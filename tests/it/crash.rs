@@ -1,0 +1,495 @@
+//! Crash safety of the `local` store, proven by killing processes.
+//!
+//! The child processes are this test binary run again with `child_process`
+//! as the only test and `LAKESTREAM_CHILD` naming its role: a writer that
+//! prints `ACK <n>` after each acknowledged INSERT, or a tierer. The parent
+//! kills them with SIGKILL (or they abort at a fail point) and checks what a
+//! fresh session reads: every acknowledged write, no partial statement, no
+//! row twice.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use datafusion::arrow::array::{Array, Int64Array};
+use datafusion::arrow::compute::cast;
+use datafusion::arrow::datatypes::DataType;
+use paimon_lakestream::LakeStreamContext;
+
+/// Rows per INSERT: a statement is all of them or none.
+const ROWS_PER_INSERT: i64 = 10;
+
+struct Setup {
+    dir: tempfile::TempDir,
+}
+
+impl Setup {
+    fn new() -> Self {
+        let dir = tempfile::tempdir().expect("temporary directory");
+        std::fs::create_dir_all(dir.path().join("warehouse")).expect("warehouse");
+        Self { dir }
+    }
+
+    fn warehouse(&self) -> PathBuf {
+        self.dir.path().join("warehouse")
+    }
+
+    fn store(&self) -> PathBuf {
+        self.dir.path().join("store")
+    }
+}
+
+fn options(warehouse: &Path, store: &Path, tier_interval: &str) -> HashMap<String, String> {
+    HashMap::from([
+        ("warehouse".to_string(), warehouse.display().to_string()),
+        ("lakestream.store".to_string(), "local".to_string()),
+        ("local.path".to_string(), store.display().to_string()),
+        ("local.tier-interval".to_string(), tier_interval.to_string()),
+    ])
+}
+
+async fn context(warehouse: &Path, store: &Path) -> LakeStreamContext {
+    let mut ctx = LakeStreamContext::new();
+    ctx.register_catalog("paimon", options(warehouse, store, "off"))
+        .await
+        .expect("catalog");
+    ctx
+}
+
+async fn run(ctx: &LakeStreamContext, sql: &str) {
+    ctx.sql(sql)
+        .await
+        .unwrap_or_else(|e| panic!("{sql}: {e}"))
+        .collect()
+        .await
+        .unwrap_or_else(|e| panic!("{sql}: {e}"));
+}
+
+/// The `id`s a query returns, as they come (duplicates kept).
+async fn ids(ctx: &LakeStreamContext, sql: &str) -> Vec<i64> {
+    let batches = ctx
+        .sql(sql)
+        .await
+        .unwrap_or_else(|e| panic!("{sql}: {e}"))
+        .collect()
+        .await
+        .unwrap_or_else(|e| panic!("{sql}: {e}"));
+    let mut out = Vec::new();
+    for batch in batches {
+        let column = cast(batch.column(0), &DataType::Int64).expect("ids as Int64");
+        let column = column.as_any().downcast_ref::<Int64Array>().expect("Int64");
+        out.extend(column.iter().flatten());
+    }
+    out
+}
+
+fn insert_statement(table: &str, n: i64) -> String {
+    let values: Vec<String> = (0..ROWS_PER_INSERT)
+        .map(|r| format!("({}, 'insert-{n}')", n * ROWS_PER_INSERT + r))
+        .collect();
+    format!("INSERT INTO {table} VALUES {}", values.join(", "))
+}
+
+/// The child's side: runs when `LAKESTREAM_CHILD` is set, does nothing otherwise.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn child_process() {
+    let Ok(role) = std::env::var("LAKESTREAM_CHILD") else {
+        return;
+    };
+    let env = |key: &str| std::env::var(key).unwrap_or_else(|_| panic!("{key} not set"));
+    let warehouse = PathBuf::from(env("CHILD_WAREHOUSE"));
+    let store = PathBuf::from(env("CHILD_STORE"));
+    let table = env("CHILD_TABLE");
+    let mut ctx = LakeStreamContext::new();
+    ctx.register_catalog(
+        "paimon",
+        options(&warehouse, &store, &env("CHILD_TIER_INTERVAL")),
+    )
+    .await
+    .expect("catalog");
+    match role.as_str() {
+        "writer" => {
+            let start: i64 = env("CHILD_START").parse().expect("start");
+            let count: i64 = env("CHILD_COUNT").parse().expect("count");
+            for n in start..start + count {
+                run(&ctx, &insert_statement(&table, n)).await;
+                println!("ACK {n}");
+            }
+            println!("DONE");
+        }
+        "tierer" => {
+            run(&ctx, &format!("CALL sys.lakestream_tier('{table}')")).await;
+            println!("DONE");
+        }
+        other => panic!("unknown child role {other}"),
+    }
+}
+
+struct ChildSpec<'a> {
+    role: &'a str,
+    table: &'a str,
+    start: i64,
+    count: i64,
+    tier_interval: &'a str,
+    failpoint: Option<&'a str>,
+}
+
+fn spawn(setup: &Setup, spec: &ChildSpec<'_>) -> Child {
+    let mut command = Command::new(std::env::current_exe().expect("test binary"));
+    command
+        .args([
+            "--exact",
+            "crash::child_process",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("LAKESTREAM_CHILD", spec.role)
+        .env("CHILD_WAREHOUSE", setup.warehouse())
+        .env("CHILD_STORE", setup.store())
+        .env("CHILD_TABLE", spec.table)
+        .env("CHILD_START", spec.start.to_string())
+        .env("CHILD_COUNT", spec.count.to_string())
+        .env("CHILD_TIER_INTERVAL", spec.tier_interval)
+        .env_remove("LAKESTREAM_FAILPOINT")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    if let Some(point) = spec.failpoint {
+        command.env("LAKESTREAM_FAILPOINT", point);
+    }
+    command.spawn().expect("spawn child")
+}
+
+/// Reads the child's `ACK n` lines until `stop` says to kill it (or it ends);
+/// kills it with SIGKILL. Returns the acknowledged insert numbers.
+fn acks_until(mut child: Child, mut stop: impl FnMut(usize, Duration) -> bool) -> BTreeSet<i64> {
+    let stdout = child.stdout.take().expect("piped stdout");
+    let (lines_tx, lines_rx) = std::sync::mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if lines_tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let started = Instant::now();
+    let mut acks = BTreeSet::new();
+    loop {
+        if stop(acks.len(), started.elapsed()) {
+            break;
+        }
+        match lines_rx.recv_timeout(Duration::from_millis(5)) {
+            Ok(line) => {
+                if let Some(n) = ack(&line) {
+                    acks.insert(n);
+                }
+                if line.ends_with("DONE") {
+                    break;
+                }
+            }
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(300),
+            "child took too long"
+        );
+    }
+    // SIGKILL on unix: no destructor, no flush, no goodbye.
+    let _ = child.kill();
+    let _ = child.wait();
+    // Lines already printed before the kill count: they were acknowledged.
+    while let Ok(line) = lines_rx.recv_timeout(Duration::from_millis(200)) {
+        if let Some(n) = ack(&line) {
+            acks.insert(n);
+        }
+    }
+    let _ = reader.join();
+    acks
+}
+
+/// The number of an `ACK n` line. libtest may print its own text before the
+/// child's first line, so the marker is searched for, not expected first.
+fn ack(line: &str) -> Option<i64> {
+    let (_, rest) = line.split_once("ACK ")?;
+    Some(rest.trim().parse().expect("ACK number"))
+}
+
+/// Every acknowledged insert is there whole; any insert there is whole; no row twice.
+fn check_inserts(found: &[i64], acked: &BTreeSet<i64>) -> BTreeSet<i64> {
+    let distinct: BTreeSet<i64> = found.iter().copied().collect();
+    assert_eq!(distinct.len(), found.len(), "a row appears twice");
+    let mut by_insert: BTreeMap<i64, i64> = BTreeMap::new();
+    for id in &distinct {
+        *by_insert.entry(id / ROWS_PER_INSERT).or_default() += 1;
+    }
+    for (insert, rows) in &by_insert {
+        assert_eq!(
+            *rows, ROWS_PER_INSERT,
+            "insert {insert} is partly visible: {rows} of {ROWS_PER_INSERT} rows"
+        );
+    }
+    for insert in acked {
+        assert!(
+            by_insert.contains_key(insert),
+            "acknowledged insert {insert} is lost"
+        );
+    }
+    by_insert.keys().copied().collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killed_writers_lose_no_acknowledged_insert() {
+    let setup = Setup::new();
+    let ctx = context(&setup.warehouse(), &setup.store()).await;
+    run(
+        &ctx,
+        "CREATE TABLE t (id BIGINT, v STRING) WITH ('lakestream.enabled' = 'true')",
+    )
+    .await;
+    let mut acked = BTreeSet::new();
+    // Kill points: after some acknowledged inserts, after some time, at a
+    // fail point between the durable write and its acknowledgement, and with
+    // background tiering running (so kills also land inside tiering).
+    let plans: [(&str, Option<&str>, Box<dyn FnMut(usize, Duration) -> bool>); 6] = [
+        ("off", None, Box::new(|n, _| n >= 1)),
+        ("off", None, Box::new(|n, _| n >= 7)),
+        (
+            "off",
+            None,
+            Box::new(|_, t| t >= Duration::from_millis(1500)),
+        ),
+        ("off", Some("write-after-put"), Box::new(|_, _| false)),
+        ("100ms", None, Box::new(|n, _| n >= 25)),
+        (
+            "50ms",
+            None,
+            Box::new(|_, t| t >= Duration::from_millis(2500)),
+        ),
+    ];
+    for (round, (tier_interval, failpoint, stop)) in plans.into_iter().enumerate() {
+        let start = (round as i64 + 1) * 100_000;
+        let child = spawn(
+            &setup,
+            &ChildSpec {
+                role: "writer",
+                table: "t",
+                start,
+                count: 10_000,
+                tier_interval,
+                failpoint,
+            },
+        );
+        acked.extend(acks_until(child, stop));
+        // A fresh session, as after a restart.
+        let fresh = context(&setup.warehouse(), &setup.store()).await;
+        let found = ids(&fresh, "SELECT id FROM t$rt").await;
+        let inserts = check_inserts(&found, &acked);
+        assert!(inserts.len() >= acked.len());
+    }
+    assert!(!acked.is_empty(), "no child ever acknowledged a write");
+    // Everything the store holds tiers into Paimon exactly once.
+    run(&ctx, "CALL sys.lakestream_tier('t')").await;
+    let fresh = context(&setup.warehouse(), &setup.store()).await;
+    let in_paimon = ids(&fresh, "SELECT id FROM t").await;
+    let in_rt = ids(&fresh, "SELECT id FROM t$rt").await;
+    check_inserts(&in_paimon, &acked);
+    let paimon_set: BTreeSet<i64> = in_paimon.into_iter().collect();
+    let rt_set: BTreeSet<i64> = in_rt.iter().copied().collect();
+    assert_eq!(in_rt.len(), rt_set.len(), "t$rt shows a row twice");
+    assert_eq!(paimon_set, rt_set);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crash_at_any_tiering_step_loses_and_duplicates_nothing() {
+    for table_kind in ["append", "primary-key"] {
+        for point in [
+            "tier-before-write",
+            "tier-after-write",
+            "tier-after-commit",
+            "tier-before-trim",
+        ] {
+            let setup = Setup::new();
+            let ctx = context(&setup.warehouse(), &setup.store()).await;
+            let ddl = match table_kind {
+                "append" => {
+                    "CREATE TABLE t (id BIGINT, v STRING) WITH ('lakestream.enabled' = 'true')"
+                }
+                _ => {
+                    "CREATE TABLE t (id BIGINT NOT NULL, v STRING, PRIMARY KEY (id)) \
+                     WITH ('bucket' = '1', 'lakestream.enabled' = 'true')"
+                }
+            };
+            run(&ctx, ddl).await;
+            let mut acked = BTreeSet::new();
+            for n in 0..6 {
+                run(&ctx, &insert_statement("t", n)).await;
+                acked.insert(n);
+            }
+            let child = spawn(
+                &setup,
+                &ChildSpec {
+                    role: "tierer",
+                    table: "t",
+                    start: 0,
+                    count: 0,
+                    tier_interval: "off",
+                    failpoint: Some(point),
+                },
+            );
+            let status = {
+                let mut child = child;
+                child.wait().expect("tierer")
+            };
+            assert!(!status.success(), "{point}: the tierer should have aborted");
+
+            let fresh = context(&setup.warehouse(), &setup.store()).await;
+            let rt = ids(&fresh, "SELECT id FROM t$rt").await;
+            check_inserts(&rt, &acked);
+            assert_eq!(rt.len() as i64, 6 * ROWS_PER_INSERT, "{table_kind} {point}");
+            // Paimon has all of the rows or none: one commit.
+            let paimon = ids(&fresh, "SELECT id FROM t").await;
+            assert!(
+                paimon.is_empty() || paimon.len() as i64 == 6 * ROWS_PER_INSERT,
+                "{table_kind} {point}: Paimon holds {} rows",
+                paimon.len()
+            );
+            // Tiering again finishes the job, exactly once.
+            run(&fresh, "CALL sys.lakestream_tier('t')").await;
+            let paimon = ids(&fresh, "SELECT id FROM t").await;
+            check_inserts(&paimon, &acked);
+            assert_eq!(
+                paimon.len() as i64,
+                6 * ROWS_PER_INSERT,
+                "{table_kind} {point}"
+            );
+            let rt = ids(&fresh, "SELECT id FROM t$rt").await;
+            assert_eq!(rt.len() as i64, 6 * ROWS_PER_INSERT, "{table_kind} {point}");
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_processes_and_many_tasks_write_concurrently() {
+    let setup = Setup::new();
+    let ctx = Arc::new(context(&setup.warehouse(), &setup.store()).await);
+    run(
+        &ctx,
+        "CREATE TABLE t (id BIGINT, v STRING) WITH ('lakestream.enabled' = 'true')",
+    )
+    .await;
+    let children: Vec<Child> = [1_000_i64, 2_000]
+        .iter()
+        .map(|start| {
+            spawn(
+                &setup,
+                &ChildSpec {
+                    role: "writer",
+                    table: "t",
+                    start: *start,
+                    count: 40,
+                    tier_interval: "off",
+                    failpoint: None,
+                },
+            )
+        })
+        .collect();
+    // Tasks in this process write at the same time.
+    let tasks: Vec<_> = (0..8)
+        .map(|task| {
+            let ctx = Arc::clone(&ctx);
+            tokio::spawn(async move {
+                for i in 0..10 {
+                    run(&ctx, &insert_statement("t", 5_000 + task * 100 + i)).await;
+                }
+            })
+        })
+        .collect();
+    let mut acked = BTreeSet::new();
+    for child in children {
+        acked.extend(acks_until(child, |_, _| false));
+    }
+    for task in tasks {
+        task.await.expect("writer task");
+    }
+    for task in 0..8 {
+        for i in 0..10 {
+            acked.insert(5_000 + task * 100 + i);
+        }
+    }
+    assert_eq!(acked.len(), 80 + 80);
+    let found = ids(&ctx, "SELECT id FROM t$rt").await;
+    let inserts = check_inserts(&found, &acked);
+    assert_eq!(inserts, acked);
+    // Group commit: the 80 concurrent inserts of this process took fewer segments.
+    let segments = std::fs::read_dir(segment_dir(&setup.store()))
+        .expect("log directory")
+        .count();
+    assert!(segments < 160, "{segments} segments for 160 inserts");
+}
+
+fn segment_dir(store: &Path) -> PathBuf {
+    store.join("db-default").join("t-t").join("log")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_torn_last_write_is_dropped_and_a_damaged_one_is_an_error() {
+    let setup = Setup::new();
+    let ctx = context(&setup.warehouse(), &setup.store()).await;
+    run(
+        &ctx,
+        "CREATE TABLE t (id BIGINT, v STRING) WITH ('lakestream.enabled' = 'true')",
+    )
+    .await;
+    for n in 0..3 {
+        run(&ctx, &insert_statement("t", n)).await;
+    }
+    let log = segment_dir(&setup.store());
+    let mut segments: Vec<PathBuf> = std::fs::read_dir(&log)
+        .expect("log")
+        .map(|e| e.expect("entry").path())
+        .collect();
+    segments.sort();
+    assert_eq!(segments.len(), 3);
+    // A write that stopped half way: the next segment, cut short.
+    let whole = std::fs::read(&segments[2]).expect("segment");
+    let torn = log.join(format!("{:020}.seg", 3));
+    std::fs::write(&torn, &whole[..whole.len() / 2]).expect("torn segment");
+
+    let fresh = context(&setup.warehouse(), &setup.store()).await;
+    let acked: BTreeSet<i64> = (0..3).collect();
+    let found = ids(&fresh, "SELECT id FROM t$rt").await;
+    assert_eq!(check_inserts(&found, &acked), acked);
+    // Writing goes on past it, and the torn segment stays dropped.
+    run(&fresh, &insert_statement("t", 3)).await;
+    let found = ids(&fresh, "SELECT id FROM t$rt").await;
+    let acked: BTreeSet<i64> = (0..4).collect();
+    assert_eq!(check_inserts(&found, &acked), acked);
+    let fresh = context(&setup.warehouse(), &setup.store()).await;
+    let found = ids(&fresh, "SELECT id FROM t$rt").await;
+    assert_eq!(check_inserts(&found, &acked), acked);
+
+    // A whole segment whose bytes changed afterwards is damage, not a torn
+    // write: reading it fails rather than silently dropping acknowledged rows.
+    let mut damaged = std::fs::read(&segments[1]).expect("segment");
+    let middle = damaged.len() / 2;
+    damaged[middle] ^= 0xFF;
+    std::fs::write(&segments[1], damaged).expect("damage");
+    // The same directory under another name: a store root this process has
+    // not cached, as a restarted process would see it.
+    let link = setup.dir.path().join("store-again");
+    std::os::unix::fs::symlink(setup.store(), &link).expect("symlink");
+    let fresh = context(&setup.warehouse(), &link).await;
+    let result = match fresh.sql("SELECT id FROM t$rt").await {
+        Ok(df) => df.collect().await.map(|_| ()),
+        Err(e) => Err(e),
+    };
+    let err = result
+        .expect_err("a damaged segment must not be read")
+        .to_string();
+    assert!(err.contains("damaged"), "{err}");
+    assert!(err.contains("default.t"), "{err}");
+}
