@@ -93,6 +93,9 @@ fn insert_statement(table: &str, n: i64) -> String {
     format!("INSERT INTO {table} VALUES {}", values.join(", "))
 }
 
+/// When to kill a writer, from its acknowledged inserts and its age.
+type KillWhen = Box<dyn FnMut(usize, Duration) -> bool>;
+
 /// The child's side: runs when `LAKESTREAM_CHILD` is set, does nothing otherwise.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn child_process() {
@@ -254,7 +257,7 @@ async fn killed_writers_lose_no_acknowledged_insert() {
     // Kill points: after some acknowledged inserts, after some time, at a
     // fail point between the durable write and its acknowledgement, and with
     // background tiering running (so kills also land inside tiering).
-    let plans: [(&str, Option<&str>, Box<dyn FnMut(usize, Duration) -> bool>); 6] = [
+    let plans: [(&str, Option<&str>, KillWhen); 6] = [
         ("off", None, Box::new(|n, _| n >= 1)),
         ("off", None, Box::new(|n, _| n >= 7)),
         (
