@@ -15,6 +15,15 @@ use datafusion::common::TableReference;
 use paimon::catalog::Identifier;
 
 use crate::catalog::LakeStreamCatalog;
+use crate::store::StoreBinding;
+
+/// A lake-stream table opened by path (connector mode), with the store its
+/// `CREATE EXTERNAL TABLE ... OPTIONS` named, if any.
+#[derive(Debug, Clone)]
+pub(crate) struct ExternalTable {
+    pub(crate) table: paimon::table::Table,
+    pub(crate) binding: StoreBinding,
+}
 
 /// What the planning hooks of one session share: its lake-stream catalogs and
 /// the Paimon dynamic options set with `SET 'paimon.<key>'` (mirrored here,
@@ -23,6 +32,8 @@ use crate::catalog::LakeStreamCatalog;
 pub(crate) struct PlannerState {
     catalogs: RwLock<HashMap<String, Arc<LakeStreamCatalog>>>,
     dynamic_options: RwLock<HashMap<String, String>>,
+    /// Lake-stream tables opened by path, by their full name in the session.
+    external: RwLock<HashMap<String, ExternalTable>>,
 }
 
 impl PlannerState {
@@ -65,6 +76,32 @@ impl PlannerState {
             .collect()
     }
 
+    pub(crate) fn add_external(
+        &self,
+        name: &TableReference,
+        config: &ConfigOptions,
+        table: ExternalTable,
+    ) {
+        let name = full_name(name, config);
+        self.external
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(name, table);
+    }
+
+    /// The lake-stream table opened by path under `name`, if any.
+    pub(crate) fn external(
+        &self,
+        name: &TableReference,
+        config: &ConfigOptions,
+    ) -> Option<ExternalTable> {
+        self.external
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&full_name(name, config))
+            .cloned()
+    }
+
     pub(crate) fn set_dynamic_option(&self, key: &str, value: Option<String>) {
         let mut options = self
             .dynamic_options
@@ -94,6 +131,16 @@ impl PlannerState {
             .find(|key| options.contains_key(**key))
             .map(|key| format!("the session option 'paimon.{key}'"))
     }
+}
+
+fn full_name(name: &TableReference, config: &ConfigOptions) -> String {
+    let defaults = &config.catalog;
+    format!(
+        "{}.{}.{}",
+        name.catalog().unwrap_or(&defaults.default_catalog),
+        name.schema().unwrap_or(&defaults.default_schema),
+        name.table()
+    )
 }
 
 /// Paimon scan options that select history.

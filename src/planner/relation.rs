@@ -57,14 +57,14 @@ impl RelationPlanner for RealtimeRelationPlanner {
             RelationName::Realtime { table } => table.to_string(),
         };
         let base = with_table(&reference, &table_name);
-        let Some((catalog, identifier)) = self
-            .state
-            .resolve(&base, context.context_provider().options())
-        else {
-            // Not one of our catalogs: leave the name to whoever owns it.
-            return Ok(RelationPlanning::Original(Box::new(relation)));
-        };
+        let config = context.context_provider().options();
         let display = reference.to_string();
+        let resolved = self.state.resolve(&base, config);
+        let external = self.state.external(&base, config);
+        if resolved.is_none() && external.is_none() {
+            // Not one of our tables: leave the name to whoever owns it.
+            return Ok(RelationPlanning::Original(Box::new(relation)));
+        }
         if let Some(version) = version {
             return Err(Error::RealtimeTimeTravel {
                 name: display,
@@ -85,28 +85,36 @@ impl RelationPlanner for RealtimeRelationPlanner {
             .into());
         }
 
-        let lookup = Arc::clone(&catalog);
-        let lookup_id = identifier.clone();
-        let table = crate::runtime::block_on(async move { lookup.get_table(&lookup_id).await })?;
-        let table = match table {
-            Ok(table) => table,
-            Err(paimon::Error::TableNotExist { .. }) => {
-                return Err(Error::RealtimeOfMissingTable {
-                    name: display,
-                    table: identifier.full_name(),
+        let (binding, table) = match (resolved, external) {
+            (Some((catalog, identifier)), _) => {
+                let lookup = Arc::clone(&catalog);
+                let lookup_id = identifier.clone();
+                let table =
+                    crate::runtime::block_on(async move { lookup.get_table(&lookup_id).await })?;
+                let table = match table {
+                    Ok(table) => table,
+                    Err(paimon::Error::TableNotExist { .. }) => {
+                        return Err(Error::RealtimeOfMissingTable {
+                            name: display,
+                            table: identifier.full_name(),
+                        }
+                        .into())
+                    }
+                    Err(e) => return Err(Error::from(e).into()),
+                };
+                if !options::is_enabled(table.schema().options()) {
+                    return Err(Error::NotLakeStream {
+                        name: display,
+                        table: identifier.full_name(),
+                    }
+                    .into());
                 }
-                .into())
+                (catalog.binding().clone(), table)
             }
-            Err(e) => return Err(Error::from(e).into()),
+            (None, Some(external)) => (external.binding, external.table),
+            (None, None) => return Ok(RelationPlanning::Original(Box::new(relation))),
         };
-        if !options::is_enabled(table.schema().options()) {
-            return Err(Error::NotLakeStream {
-                name: display,
-                table: identifier.full_name(),
-            }
-            .into());
-        }
-        let provider = RealtimeTable::try_new(catalog.binding().clone(), table)?;
+        let provider = RealtimeTable::try_new(binding, table)?;
         let plan =
             LogicalPlanBuilder::scan(reference, provider_as_source(Arc::new(provider)), None)?
                 .build()?;

@@ -73,6 +73,12 @@ impl StatementFilter<'_> {
         if let Some(name) = create_or_replace_target(sql) {
             self.check_replace(&name).await?;
         }
+        // SQLContext refuses external tables (and its parser does not read
+        // `STORED AS PAIMON`); DataFusion's planner has the PAIMON table
+        // factory: connector mode.
+        if is_create_external(sql) {
+            return Ok(Checked::route(Route::DataFusion));
+        }
         // Text this parser cannot read goes to `SQLContext` unchanged: it
         // rewrites some syntax before parsing and reports what it cannot read.
         let Ok(statements) = Parser::parse_sql(&GenericDialect {}, sql) else {
@@ -172,15 +178,21 @@ impl StatementFilter<'_> {
     }
 
     /// DELETE, UPDATE and TRUNCATE of a lake-stream table go to DataFusion's
-    /// planner, whose write routing sends them to the store (or refuses them).
+    /// planner, whose write routing sends them to the store (or refuses
+    /// them); so do those of tables outside the Paimon catalogs (external
+    /// tables), which `SQLContext` does not know.
     async fn route_dml(&self, target: Option<&ObjectName>) -> Result<Checked> {
         let Some(name) = target else {
             return Ok(Checked::route(Route::SqlContext));
         };
-        Ok(Checked::route(match self.lakestream_target(name).await? {
-            Some(_) => Route::DataFusion,
-            None => Route::SqlContext,
-        }))
+        let route = match self.resolve(name, true) {
+            None => Route::DataFusion,
+            Some((catalog, identifier)) => match catalog.lakestream_table(&identifier).await? {
+                Some(_) => Route::DataFusion,
+                None => Route::SqlContext,
+            },
+        };
+        Ok(Checked::route(route))
     }
 
     /// The table `name` names, if it is a lake-stream table of one of our catalogs.
@@ -375,6 +387,20 @@ fn check_tokens(sql: &str) -> Result<()> {
     Ok(())
 }
 
+/// Whether the statement is `CREATE [OR REPLACE] [UNBOUNDED] EXTERNAL TABLE`.
+fn is_create_external(sql: &str) -> bool {
+    let dialect = GenericDialect {};
+    let Ok(mut parser) = Parser::new(&dialect).try_with_sql(sql) else {
+        return false;
+    };
+    if !parser.parse_keyword(Keyword::CREATE) {
+        return false;
+    }
+    let _ = parser.parse_keywords(&[Keyword::OR, Keyword::REPLACE]);
+    let _ = parser.parse_keyword(Keyword::UNBOUNDED);
+    parser.parse_keywords(&[Keyword::EXTERNAL, Keyword::TABLE])
+}
+
 /// The table named by `CREATE OR REPLACE [EXTERNAL] TABLE [IF NOT EXISTS] name ...`.
 ///
 /// Only the statement's head is parsed: the rest may use syntax that
@@ -491,6 +517,18 @@ mod tests {
                 .dynamic_option,
             None
         );
+    }
+
+    #[test]
+    fn recognises_external_tables() {
+        assert!(is_create_external(
+            "CREATE EXTERNAL TABLE t STORED AS PAIMON LOCATION 'x'"
+        ));
+        assert!(is_create_external(
+            "create unbounded external table t stored as csv location 'x'"
+        ));
+        assert!(!is_create_external("CREATE TABLE t (a INT)"));
+        assert!(!is_create_external("SELECT 'CREATE EXTERNAL TABLE'"));
     }
 
     #[test]

@@ -48,11 +48,17 @@ impl WriteRouting {
         }
         let binding = match self.state.resolve(&dml.table_name, config) {
             Some((catalog, _)) => catalog.binding().clone(),
-            // A lake-stream table reached some other way names no store.
-            None => StoreBinding::new(
-                None,
-                format!("the session's catalog for '{}'", dml.table_name),
-            ),
+            None => self
+                .state
+                .external(&dml.table_name, config)
+                .map(|external| external.binding)
+                .unwrap_or_else(|| {
+                    // Reached some other way: it names no store.
+                    StoreBinding::new(
+                        None,
+                        format!("the session's catalog for '{}'", dml.table_name),
+                    )
+                }),
         };
         let target = StoreWriteTable::new(binding, table.clone(), paimon.schema());
         Ok(Transformed::yes(DmlStatement {

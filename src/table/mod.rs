@@ -1,10 +1,12 @@
 //! Table providers: `t$rt` (the union read) and the write target that sends
 //! DML on lake-stream tables to their store.
 
+mod factory;
 mod realtime;
 mod tier;
 mod write;
 
+pub(crate) use factory::{PaimonTableFactory, PAIMON_FORMAT};
 pub(crate) use realtime::RealtimeTable;
 pub(crate) use tier::{TierFunction, TIER_FUNCTION};
 pub(crate) use write::StoreWriteTable;

@@ -137,6 +137,13 @@ impl LakeStreamDb {
         Ok(())
     }
 
+    /// `${WAREHOUSE}` and `${DIR}` in a statement become this run's paths.
+    fn substitute(&self, sql: &str) -> String {
+        let warehouse = self.warehouse.path().join("warehouse");
+        sql.replace("${WAREHOUSE}", &warehouse.display().to_string())
+            .replace("${DIR}", &self.warehouse.path().display().to_string())
+    }
+
     async fn query(&self, sql: &str) -> Result<DBOutput<DefaultColumnType>, DataFusionError> {
         let df = self.ctx.sql(sql).await?;
         let schema = Arc::clone(df.schema().inner());
@@ -163,7 +170,8 @@ impl sqllogictest::AsyncDB for LakeStreamDb {
             self.run_test_statement(command.trim()).await?;
             return Ok(DBOutput::StatementComplete(0));
         }
-        match tokio::time::timeout(STATEMENT_TIMEOUT, self.query(sql)).await {
+        let sql = self.substitute(sql);
+        match tokio::time::timeout(STATEMENT_TIMEOUT, self.query(&sql)).await {
             Ok(result) => result,
             Err(_) => Err(DataFusionError::Execution(format!(
                 "statement did not finish within {STATEMENT_TIMEOUT:?}: {sql}"
@@ -290,6 +298,16 @@ async fn writes() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_store() {
     run_file("no_store.slt", CatalogKind::Filesystem, memory()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connector() {
+    run_file(
+        "connector.slt",
+        CatalogKind::Filesystem,
+        Some(Arc::new(crate::local_store::LocalHarness)),
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
