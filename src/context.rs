@@ -14,14 +14,10 @@ use paimon_datafusion::SQLContext;
 
 use crate::catalog::LakeStreamCatalog;
 use crate::error::{self, Error};
+use crate::extension::LakeStreamExtension;
 use crate::options::CatalogStoreOptions;
-use crate::planner::config::LakeStreamConfig;
-use crate::planner::relation::RealtimeRelationPlanner;
 use crate::planner::statement::{Route, StatementFilter};
-use crate::planner::write::WriteRouting;
-use crate::planner::PlannerState;
 use crate::store::StoreRegistry;
-use crate::table::{TierFunction, TIER_FUNCTION};
 
 /// A SQL context over Paimon catalogs in lake-stream mode.
 ///
@@ -48,8 +44,7 @@ use crate::table::{TierFunction, TIER_FUNCTION};
 /// ```
 pub struct LakeStreamContext {
     sql_context: SQLContext,
-    registry: Arc<StoreRegistry>,
-    state: Arc<PlannerState>,
+    extension: LakeStreamExtension,
 }
 
 impl Default for LakeStreamContext {
@@ -67,35 +62,22 @@ impl LakeStreamContext {
     /// Wraps an `SQLContext` built by the caller (custom runtime, memory pool).
     /// Catalogs registered on it before this call are not lake-stream catalogs.
     pub fn from_sql_context(sql_context: SQLContext) -> Self {
-        let state = Arc::new(PlannerState::default());
-        let session = sql_context.ctx();
-        // Registered last, so it plans `t$rt` before paimon-datafusion's planner looks.
-        // Registration cannot fail for a planner that is not yet registered.
-        let _ = session
-            .register_relation_planner(Arc::new(RealtimeRelationPlanner::new(Arc::clone(&state))));
-        session.add_analyzer_rule(Arc::new(WriteRouting::new(Arc::clone(&state))));
-        session.register_udtf(
-            TIER_FUNCTION,
-            Arc::new(TierFunction::new(Arc::clone(&state))),
-        );
-        session
-            .state_ref()
-            .write()
-            .config_mut()
-            .options_mut()
-            .extensions
-            .insert(LakeStreamConfig::default());
+        let extension = LakeStreamExtension::install_hooks(sql_context.ctx());
         Self {
             sql_context,
-            registry: Arc::new(crate::store::builtin_registry()),
-            state,
+            extension,
         }
     }
 
     /// The registry stores are created through. Register a factory here
     /// before the first use of a catalog that names it.
     pub fn store_registry(&self) -> &Arc<StoreRegistry> {
-        &self.registry
+        self.extension.store_registry()
+    }
+
+    /// The lake-stream hooks of this context's session.
+    pub fn extension(&self) -> &LakeStreamExtension {
+        &self.extension
     }
 
     /// Creates a Paimon catalog from its options (`warehouse`, `metastore`,
@@ -109,12 +91,12 @@ impl LakeStreamContext {
         name: &str,
         options: HashMap<String, String>,
     ) -> DFResult<()> {
-        let store_options = CatalogStoreOptions::from_catalog_options(&options)?;
+        // Checked before the catalog is created: a bad option touches nothing.
+        CatalogStoreOptions::from_catalog_options(&options)?;
         let catalog = CatalogFactory::create(Options::from_map(options.clone()))
             .await
             .map_err(Error::from)?;
-        self.register_with_store_options(name, catalog, store_options, options)
-            .await
+        self.register_paimon_catalog(name, catalog, options).await
     }
 
     /// Registers a Paimon catalog the caller built, with the catalog options
@@ -125,42 +107,25 @@ impl LakeStreamContext {
         catalog: Arc<dyn Catalog>,
         catalog_options: HashMap<String, String>,
     ) -> DFResult<()> {
-        let store_options = CatalogStoreOptions::from_catalog_options(&catalog_options)?;
-        self.register_with_store_options(name, catalog, store_options, catalog_options)
-            .await
-    }
-
-    async fn register_with_store_options(
-        &mut self,
-        name: &str,
-        catalog: Arc<dyn Catalog>,
-        store_options: CatalogStoreOptions,
-        catalog_options: HashMap<String, String>,
-    ) -> DFResult<()> {
-        let catalog = Arc::new(LakeStreamCatalog::new(
-            name,
-            catalog,
-            store_options,
-            Arc::clone(&self.registry),
-            catalog_options,
-        ));
+        let catalog = self
+            .extension
+            .lakestream_catalog(name, catalog, catalog_options)?;
         self.sql_context
-            .register_catalog(name, Arc::clone(&catalog) as Arc<dyn Catalog>)
-            .await?;
-        self.state.add_catalog(catalog);
-        Ok(())
+            .register_catalog(name, catalog as Arc<dyn Catalog>)
+            .await
     }
 
     /// The lake-stream catalog registered under `name`.
     pub fn catalog(&self, name: &str) -> Option<Arc<LakeStreamCatalog>> {
-        self.state.catalog(name)
+        self.extension.catalog(name)
     }
 
     /// Plans (and, for DDL, runs) one SQL statement.
     pub async fn sql(&self, sql: &str) -> DFResult<DataFrame> {
+        let state = &self.extension.state;
         let filter = StatementFilter {
             session: self.sql_context.ctx(),
-            state: &self.state,
+            state,
         };
         let checked = filter.check(sql).await?;
         let result = match checked.route {
@@ -170,12 +135,12 @@ impl LakeStreamContext {
         }
         .map_err(error::surface)?;
         if checked.reset_all {
-            self.state.clear_dynamic_options();
+            state.clear_dynamic_options();
         }
         if let Some((key, value)) = checked.dynamic_option {
-            self.state.set_dynamic_option(&key, value);
+            state.set_dynamic_option(&key, value);
         }
-        let notices = self.state.take_notices();
+        let notices = state.take_notices();
         if notices.is_empty() {
             return Ok(result);
         }

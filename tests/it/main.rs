@@ -1,6 +1,7 @@
 mod catalog_api;
 mod cli;
 mod crash;
+mod embed;
 mod local_store;
 mod memory_store;
 mod rest_server;
