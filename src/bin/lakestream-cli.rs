@@ -1,7 +1,9 @@
-//! `lakestream-cli`: run SQL against a Paimon warehouse in lake-stream mode.
+//! `lakestream-cli`: run SQL against a Paimon warehouse in lake-stream mode,
+//! or run the tiering service.
 //!
 //! ```text
 //! lakestream-cli --warehouse ./warehouse -c "CREATE TABLE t (id INT)" -f script.sql
+//! lakestream-cli tier --warehouse ./warehouse --interval 30s
 //! ```
 
 use std::collections::HashMap;
@@ -9,9 +11,10 @@ use std::io::{IsTerminal, Read, Write};
 use std::path::Path;
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use clap::{ArgMatches, CommandFactory, FromArgMatches, Parser};
+use datafusion::arrow::array::UInt64Array;
 use datafusion::arrow::datatypes::DataType;
 use datafusion::arrow::record_batch::RecordBatch;
 use paimon_lakestream::cli::print::{write_batches, Format};
@@ -23,20 +26,28 @@ use paimon_lakestream::LakeStreamContext;
 #[command(name = "lakestream-cli", version)]
 struct Args {
     /// Warehouse directory or URL of the Paimon catalog.
-    #[arg(long, default_value = "./warehouse", value_name = "DIR|URL")]
+    #[arg(
+        long,
+        global = true,
+        default_value = "./warehouse",
+        value_name = "DIR|URL"
+    )]
     warehouse: String,
 
     /// Name the catalog is registered under.
-    #[arg(long, default_value = "paimon", value_name = "NAME")]
+    #[arg(long, global = true, default_value = "paimon", value_name = "NAME")]
     catalog: String,
 
     /// Lakestream store of the catalog (`lakestream.store`), or `none`.
-    #[arg(long, default_value = "local", value_name = "ID|none")]
+    #[arg(long, global = true, default_value = "local", value_name = "ID|none")]
     store: String,
 
     /// A further catalog option, e.g. `metastore=rest` or `fluss.bootstrap.servers=host:9123`.
-    #[arg(long = "option", value_name = "KEY=VALUE", value_parser = parse_key_value)]
+    #[arg(long = "option", global = true, value_name = "KEY=VALUE", value_parser = parse_key_value)]
     options: Vec<(String, String)>,
+
+    #[command(subcommand)]
+    command: Option<Command>,
 
     /// SQL to run; statements separated by `;`. Repeatable; runs in order with `-f`.
     #[arg(short = 'c', long = "command", value_name = "SQL")]
@@ -51,8 +62,32 @@ struct Args {
     format: Format,
 
     /// Print results only: no timing or acknowledgement lines.
-    #[arg(short, long)]
+    #[arg(short, long, global = true)]
     quiet: bool,
+}
+
+#[derive(Debug, clap::Subcommand)]
+enum Command {
+    /// Tier the store's rows into Paimon, again and again, until stopped
+    /// (SIGTERM or Ctrl-C): the service for deployments whose writers are
+    /// short-lived processes.
+    Tier {
+        /// A table to tier (`db.t`); repeatable. Default: every lake-stream table.
+        #[arg(long = "table", value_name = "DB.TABLE")]
+        tables: Vec<String>,
+
+        /// Time between tiering rounds.
+        #[arg(long, default_value = "30s", value_parser = parse_interval)]
+        interval: Duration,
+
+        /// Tier once and exit.
+        #[arg(long)]
+        once: bool,
+    },
+}
+
+fn parse_interval(text: &str) -> Result<Duration, String> {
+    paimon_lakestream::options::parse_duration(text)
 }
 
 fn parse_key_value(text: &str) -> Result<(String, String), String> {
@@ -165,6 +200,14 @@ async fn run(args: Args, matches: ArgMatches) -> Result<(), String> {
     ctx.register_catalog(&args.catalog, catalog_options(&args)?)
         .await
         .map_err(|e| format!("cannot open catalog '{}': {e}", args.catalog))?;
+    if let Some(Command::Tier {
+        tables,
+        interval,
+        once,
+    }) = &args.command
+    {
+        return tier_service(&ctx, &args.catalog, tables, *interval, *once, args.quiet).await;
+    }
     let sources = sources_in_order(&args, &matches);
     let runner = Runner {
         ctx,
@@ -196,6 +239,101 @@ async fn run(args: Args, matches: ArgMatches) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// The lake-stream tables of the catalog, as `db.table`.
+async fn lakestream_tables(ctx: &LakeStreamContext, catalog: &str) -> Result<Vec<String>, String> {
+    use paimon::catalog::{Catalog, Identifier};
+    let catalog = ctx
+        .catalog(catalog)
+        .ok_or_else(|| format!("no catalog '{catalog}'"))?;
+    let mut tables = Vec::new();
+    for database in catalog.list_databases().await.map_err(|e| e.to_string())? {
+        for table in catalog
+            .list_tables(&database)
+            .await
+            .map_err(|e| e.to_string())?
+        {
+            let identifier = Identifier::new(database.clone(), table);
+            if catalog
+                .lakestream_table(&identifier)
+                .await
+                .map_err(|e| e.to_string())?
+                .is_some()
+            {
+                tables.push(identifier.full_name());
+            }
+        }
+    }
+    Ok(tables)
+}
+
+/// Tiers the named tables (or every lake-stream table) each `interval`
+/// until SIGTERM or Ctrl-C. A table that fails is reported and retried in
+/// the next round; the service keeps going.
+async fn tier_service(
+    ctx: &LakeStreamContext,
+    catalog: &str,
+    tables: &[String],
+    interval: Duration,
+    once: bool,
+    quiet: bool,
+) -> Result<(), String> {
+    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .map_err(|e| format!("cannot listen for SIGTERM: {e}"))?;
+    if !quiet {
+        eprintln!("lakestream-cli tier: tiering every {interval:?}; stop with SIGTERM or Ctrl-C");
+    }
+    loop {
+        let round = if tables.is_empty() {
+            lakestream_tables(ctx, catalog).await?
+        } else {
+            tables.to_vec()
+        };
+        for table in &round {
+            let sql = format!(
+                "SELECT rows_tiered, commits FROM lakestream_tier('{catalog}.{}')",
+                table.replace('\'', "''")
+            );
+            let result = match ctx.sql(&sql).await {
+                Ok(df) => df.collect().await,
+                Err(e) => Err(e),
+            };
+            match result {
+                Ok(batches) => {
+                    let rows = tiered_rows(&batches);
+                    if rows > 0 && !quiet {
+                        println!("tiered {rows} rows of {table}");
+                    }
+                }
+                Err(e) => eprintln!("Error: tiering {table}: {e}"),
+            }
+        }
+        if once {
+            return Ok(());
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(interval) => {}
+            _ = terminate.recv() => break,
+            _ = tokio::signal::ctrl_c() => break,
+        }
+    }
+    if !quiet {
+        eprintln!("lakestream-cli tier: stopped");
+    }
+    Ok(())
+}
+
+fn tiered_rows(batches: &[RecordBatch]) -> u64 {
+    batches
+        .iter()
+        .filter_map(|b| {
+            b.column(0)
+                .as_any()
+                .downcast_ref::<UInt64Array>()
+                .map(|a| a.iter().flatten().sum::<u64>())
+        })
+        .sum()
 }
 
 fn main() -> ExitCode {

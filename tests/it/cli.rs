@@ -146,3 +146,67 @@ fn store_option_is_recorded_in_the_catalog_options() {
     assert!(!out.status.success());
     assert!(stderr(&out).contains("KEY=VALUE"), "{}", stderr(&out));
 }
+
+#[test]
+fn tier_service_tiers_every_lakestream_table_until_sigterm() {
+    let dir = tempfile::tempdir().unwrap();
+    let setup = cli(
+        dir.path(),
+        &[
+            "-q",
+            "--option",
+            "local.tier-interval=off",
+            "-c",
+            "CREATE TABLE a (id INT) WITH ('lakestream.enabled' = 'true'); \
+             CREATE TABLE b (id INT) WITH ('lakestream.enabled' = 'true'); \
+             CREATE TABLE plain (id INT); \
+             INSERT INTO a VALUES (1), (2); INSERT INTO b VALUES (3)",
+        ],
+    );
+    assert!(setup.status.success(), "{}", stderr(&setup));
+
+    let service = Command::new(env!("CARGO_BIN_EXE_lakestream-cli"))
+        .args(["tier", "--warehouse"])
+        .arg(dir.path())
+        .args(["--interval", "100ms", "--option", "local.tier-interval=off"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start the tiering service");
+    // Paimon gets the rows without anyone else tiering.
+    let started = std::time::Instant::now();
+    loop {
+        let out = cli(
+            dir.path(),
+            &[
+                "-q",
+                "--format",
+                "csv",
+                "-c",
+                "SELECT (SELECT count(*) FROM a) + (SELECT count(*) FROM b) AS n",
+            ],
+        );
+        if stdout(&out).contains("\n3\n") {
+            break;
+        }
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(120),
+            "the service did not tier: {}",
+            stdout(&out)
+        );
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    let pid = service.id().to_string();
+    let killed = Command::new("kill").args(["-TERM", &pid]).status().unwrap();
+    assert!(killed.success());
+    let output = service.wait_with_output().unwrap();
+    assert!(output.status.success(), "exit: {:?}", output.status);
+    let printed = String::from_utf8_lossy(&output.stdout);
+    assert!(printed.contains("tiered 2 rows of default.a"), "{printed}");
+    assert!(printed.contains("tiered 1 rows of default.b"), "{printed}");
+    assert!(String::from_utf8_lossy(&output.stderr).contains("stopped"));
+
+    // --once, on a named table, with nothing left: exits at once.
+    let out = cli(dir.path(), &["tier", "--once", "--table", "default.a"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+}
