@@ -15,7 +15,7 @@ use datafusion::arrow::array::{
 };
 use datafusion::arrow::compute::{cast, concat_batches, filter_record_batch, take};
 use datafusion::arrow::datatypes::SchemaRef;
-use datafusion::arrow::row::{OwnedRow, RowConverter, SortField};
+use datafusion::arrow::row::{RowConverter, SortField};
 use datafusion::error::{DataFusionError, Result as DFResult};
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::physical_expr::EquivalenceProperties;
@@ -89,7 +89,8 @@ impl ReadLayout {
 /// What the bounded store log says about a primary-key table.
 struct StoreState {
     /// Every key the log touches: Paimon's rows for them are replaced or deleted.
-    keys: HashSet<OwnedRow>,
+    /// In the row format of the key columns: looked up without allocating.
+    keys: HashSet<Box<[u8]>>,
     /// The newest version of each key the log leaves alive.
     live: Option<RecordBatch>,
 }
@@ -289,7 +290,7 @@ fn drop_touched_keys(
     }
     let rows = converter.convert_columns(&key_columns(batch, layout))?;
     let keep: BooleanArray = (0..rows.num_rows())
-        .map(|i| Some(!store.keys.contains(&rows.row(i).owned())))
+        .map(|i| Some(!store.keys.contains(rows.row(i).as_ref())))
         .collect();
     Ok(filter_record_batch(batch, &keep)?)
 }
@@ -308,7 +309,7 @@ async fn store_state(
             batches.push(layout.align_log(&batch?)?);
         }
         // key -> (batch, row, kind) of its newest change.
-        let mut newest: std::collections::HashMap<OwnedRow, (usize, usize, bool)> =
+        let mut newest: std::collections::HashMap<Box<[u8]>, (usize, usize, bool)> =
             std::collections::HashMap::new();
         for (b, (batch, kinds)) in batches.iter().enumerate() {
             let rows = converter.convert_columns(&key_columns(batch, layout))?;
@@ -316,7 +317,7 @@ async fn store_state(
                 let kind = RowKind::from_i8(kinds.value(r)).ok_or_else(|| {
                     DataFusionError::Internal(format!("unknown row kind {}", kinds.value(r)))
                 })?;
-                newest.insert(rows.row(r).owned(), (b, r, kind == RowKind::Delete));
+                newest.insert(rows.row(r).as_ref().into(), (b, r, kind == RowKind::Delete));
             }
         }
         let mut alive: Vec<(usize, usize)> = newest

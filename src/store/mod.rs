@@ -105,6 +105,12 @@ pub trait StoreLog: Debug + Send + Sync {
     /// The changes up to the end fixed when the read was planned.
     fn read_bounded(&self) -> Result<SendableRecordBatchStream>;
 
+    /// Whether [`Self::read_bounded`] is known to hold no changes. A batch
+    /// read of such a log is Paimon's read alone, at no extra cost.
+    fn bounded_is_empty(&self) -> bool {
+        false
+    }
+
     /// The changes after that end, as they are written, until the stream is
     /// dropped. Only asked for in [`ScanMode::Streaming`].
     fn follow(&self) -> Result<SendableRecordBatchStream>;

@@ -8,6 +8,7 @@ use datafusion::catalog::Session;
 use datafusion::datasource::{TableProvider, TableType};
 use datafusion::error::Result as DFResult;
 use datafusion::logical_expr::{Expr, TableProviderFilterPushDown};
+use datafusion::physical_plan::empty::EmptyExec;
 use datafusion::physical_plan::ExecutionPlan;
 use paimon::table::Table;
 use paimon_datafusion::PaimonTableProvider;
@@ -42,6 +43,7 @@ impl RealtimeTable {
         state: &dyn Session,
         projection: Option<&Vec<usize>>,
         filters: &[Expr],
+        limit: Option<usize>,
         mode: ScanMode,
     ) -> DFResult<Arc<dyn ExecutionPlan>> {
         let identifier = self.table.identifier().clone();
@@ -54,27 +56,44 @@ impl RealtimeTable {
             )
             .await?;
 
-        let layout = self.layout(projection)?;
-        let paimon = match read.snapshot_id {
+        let pinned = match read.snapshot_id {
+            // Pinned, not time-travelled: the read keeps the table's
+            // current schema, so rows from older schemas line up.
             Some(snapshot_id) => {
-                // Pinned, not time-travelled: the read keeps the table's
-                // current schema, so rows from older schemas line up.
                 let snapshot = self
                     .table
                     .snapshot_manager()
                     .get_snapshot(snapshot_id)
                     .await
                     .map_err(Error::from)?;
-                let pinned = self.table.copy_with_pinned_snapshot(&snapshot);
-                let provider = PaimonTableProvider::try_new(pinned)?;
-                // Filters on either column kind are safe on the Paimon half:
-                // a store change for a key replaces Paimon's row whatever it held.
-                Some(
-                    provider
-                        .scan(state, Some(&layout.columns), filters, None)
-                        .await?,
-                )
+                Some(PaimonTableProvider::try_new(
+                    self.table.copy_with_pinned_snapshot(&snapshot),
+                )?)
             }
+            None => None,
+        };
+        if mode == ScanMode::Batch && read.log.bounded_is_empty() {
+            // Nothing newer than the snapshot: `t$rt` is the snapshot's read.
+            return match pinned {
+                Some(provider) => provider.scan(state, projection, filters, limit).await,
+                None => {
+                    let schema = match projection {
+                        Some(p) => Arc::new(self.schema.project(p)?),
+                        None => Arc::clone(&self.schema),
+                    };
+                    Ok(Arc::new(EmptyExec::new(schema)))
+                }
+            };
+        }
+        let layout = self.layout(projection)?;
+        let paimon = match pinned {
+            // Filters on either column kind are safe on the Paimon half:
+            // a store change for a key replaces Paimon's row whatever it held.
+            Some(provider) => Some(
+                provider
+                    .scan(state, Some(&layout.columns), filters, None)
+                    .await?,
+            ),
             None => None,
         };
         let target_partitions = state.config_options().execution.target_partitions;
@@ -137,7 +156,7 @@ impl TableProvider for RealtimeTable {
         state: &dyn Session,
         projection: Option<&Vec<usize>>,
         filters: &[Expr],
-        _limit: Option<usize>,
+        limit: Option<usize>,
     ) -> DFResult<Arc<dyn ExecutionPlan>> {
         let mode = state
             .config_options()
@@ -145,7 +164,8 @@ impl TableProvider for RealtimeTable {
             .get::<LakeStreamConfig>()
             .map(|config| config.scan_mode)
             .unwrap_or_default();
-        self.plan_read(state, projection, filters, mode).await
+        self.plan_read(state, projection, filters, limit, mode)
+            .await
     }
 
     fn supports_filters_pushdown(

@@ -91,7 +91,7 @@ impl StoreWriteTable {
     ) -> DFResult<(Arc<dyn ExecutionPlan>, DFSchema)> {
         let realtime = RealtimeTable::try_new(self.binding.clone(), self.table.clone())?;
         let scan = realtime
-            .plan_read(state, None, filters, ScanMode::Batch)
+            .plan_read(state, None, filters, None, ScanMode::Batch)
             .await?;
         let df_schema = DFSchema::try_from(Arc::clone(&self.schema))?;
         let plan = match conjunction(filters.iter().map(unqualified)) {

@@ -211,6 +211,12 @@ impl MemoryLog {
 }
 
 impl StoreLog for MemoryLog {
+    fn bounded_is_empty(&self) -> bool {
+        self.batches(0, Some(self.end))
+            .iter()
+            .all(|b| b.num_rows() == 0)
+    }
+
     fn read_bounded(&self) -> Result<SendableRecordBatchStream> {
         let schema = log_arrow_schema(&self.table)?;
         let batches = self.batches(0, Some(self.end));

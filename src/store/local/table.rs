@@ -642,6 +642,10 @@ pub(crate) struct LocalLog {
 }
 
 impl StoreLog for LocalLog {
+    fn bounded_is_empty(&self) -> bool {
+        self.batches.iter().all(|b| b.num_rows() == 0)
+    }
+
     fn read_bounded(&self) -> Result<SendableRecordBatchStream> {
         let batches = self.batches.clone();
         Ok(Box::pin(RecordBatchStreamAdapter::new(
