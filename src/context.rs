@@ -16,7 +16,7 @@ use crate::catalog::LakeStreamCatalog;
 use crate::error::{self, Error};
 use crate::extension::LakeStreamExtension;
 use crate::options::CatalogStoreOptions;
-use crate::planner::statement::{Route, StatementFilter};
+use crate::planner::statement::{create_catalog, is_show_catalogs, Route, StatementFilter};
 use crate::store::StoreRegistry;
 
 /// A SQL context over Paimon catalogs in lake-stream mode.
@@ -120,8 +120,74 @@ impl LakeStreamContext {
         self.extension.catalog(name)
     }
 
-    /// Plans (and, for DDL, runs) one SQL statement.
+    /// Like [`Self::sql`], plus the statements that change the context
+    /// itself: `CREATE CATALOG name WITH ('metastore' = ..., 'warehouse' =
+    /// ..., 'lakestream.store' = ..., ...)` registers a catalog with the
+    /// options `register_catalog` takes; `SHOW CATALOGS` lists the session's
+    /// catalogs and the store each names (no other option, as some hold secrets).
+    pub async fn execute(&mut self, sql: &str) -> DFResult<DataFrame> {
+        if let Some(create) = create_catalog(sql)? {
+            let exists = self.session().catalog(&create.name).is_some();
+            if exists && !create.if_not_exists {
+                return Err(Error::InvalidStatement {
+                    statement: "CREATE CATALOG".to_string(),
+                    reason: format!("catalog '{}' already exists", create.name),
+                }
+                .into());
+            }
+            if !exists {
+                self.register_catalog(&create.name, create.options).await?;
+            }
+            return self.single_column("result", vec!["OK".to_string()]);
+        }
+        if is_show_catalogs(sql) {
+            return self.show_catalogs();
+        }
+        self.sql(sql).await
+    }
+
+    fn show_catalogs(&self) -> DFResult<DataFrame> {
+        let mut names = self.session().catalog_names();
+        names.sort();
+        let stores: Vec<Option<String>> = names
+            .iter()
+            .map(|name| {
+                self.catalog(name)
+                    .map(|c| c.store_options().store().unwrap_or("none").to_string())
+            })
+            .collect();
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("catalog_name", DataType::Utf8, false),
+            Field::new("lakestream_store", DataType::Utf8, true),
+        ]));
+        let batch = RecordBatch::try_new(
+            schema,
+            vec![
+                Arc::new(StringArray::from(names)),
+                Arc::new(StringArray::from(stores)),
+            ],
+        )?;
+        self.session().read_batch(batch)
+    }
+
+    fn single_column(&self, name: &str, values: Vec<String>) -> DFResult<DataFrame> {
+        let schema = Arc::new(Schema::new(vec![Field::new(name, DataType::Utf8, false)]));
+        let batch = RecordBatch::try_new(schema, vec![Arc::new(StringArray::from(values))])?;
+        self.session().read_batch(batch)
+    }
+
+    /// Plans (and, for DDL, runs) one SQL statement. `CREATE CATALOG` and
+    /// `SHOW CATALOGS` need [`Self::execute`].
     pub async fn sql(&self, sql: &str) -> DFResult<DataFrame> {
+        if create_catalog(sql)?.is_some() || is_show_catalogs(sql) {
+            return Err(Error::InvalidStatement {
+                statement: "CREATE CATALOG / SHOW CATALOGS".to_string(),
+                reason: "these change or list the context itself: run them with \
+                         LakeStreamContext::execute, as lakestream-cli does"
+                    .to_string(),
+            }
+            .into());
+        }
         let state = &self.extension.state;
         let filter = StatementFilter {
             session: self.sql_context.ctx(),

@@ -216,6 +216,15 @@ pub enum Error {
         name: String,
     },
 
+    /// A statement this crate parses itself, written wrong.
+    #[error("{statement}: {reason}")]
+    InvalidStatement {
+        /// The statement's kind.
+        statement: String,
+        /// What is wrong and how to write it.
+        reason: String,
+    },
+
     /// A broken invariant of this crate: a bug, not a user error.
     #[error("internal error in paimon-lakestream: {0}")]
     Internal(String),

@@ -15,10 +15,10 @@ use std::time::{Duration, Instant};
 
 use clap::{ArgMatches, CommandFactory, FromArgMatches, Parser};
 use datafusion::arrow::array::UInt64Array;
-use datafusion::arrow::datatypes::DataType;
 use datafusion::arrow::record_batch::RecordBatch;
-use paimon_lakestream::cli::print::{write_batches, Format};
+use paimon_lakestream::cli::print::{is_acknowledgement, write_batches, Format};
 use paimon_lakestream::cli::script::split_statements;
+use paimon_lakestream::cli::shell::{self, ShellOptions};
 use paimon_lakestream::LakeStreamContext;
 
 /// Run SQL against a Paimon warehouse whose tables can be in lake-stream mode.
@@ -141,16 +141,6 @@ fn catalog_options(args: &Args) -> Result<HashMap<String, String>, String> {
     Ok(options)
 }
 
-/// SQLContext answers DDL with one `result` row saying `OK`.
-fn is_acknowledgement(batches: &[RecordBatch]) -> bool {
-    let [batch] = batches else { return false };
-    let schema = batch.schema();
-    batch.num_rows() == 1
-        && schema.fields().len() == 1
-        && schema.field(0).name() == "result"
-        && matches!(schema.field(0).data_type(), DataType::Utf8)
-}
-
 struct Runner {
     ctx: LakeStreamContext,
     format: Format,
@@ -158,9 +148,9 @@ struct Runner {
 }
 
 impl Runner {
-    async fn run_statement(&self, sql: &str) -> Result<(), String> {
+    async fn run_statement(&mut self, sql: &str) -> Result<(), String> {
         let started = Instant::now();
-        let df = self.ctx.sql(sql).await.map_err(|e| e.to_string())?;
+        let df = self.ctx.execute(sql).await.map_err(|e| e.to_string())?;
         let schema = Arc::clone(df.schema().inner());
         let batches = df.collect().await.map_err(|e| e.to_string())?;
         let elapsed = started.elapsed().as_secs_f64();
@@ -187,7 +177,7 @@ impl Runner {
         out.flush().map_err(|e| e.to_string())
     }
 
-    async fn run_script(&self, text: &str) -> Result<(), String> {
+    async fn run_script(&mut self, text: &str) -> Result<(), String> {
         for statement in split_statements(text) {
             self.run_statement(&statement).await?;
         }
@@ -209,7 +199,7 @@ async fn run(args: Args, matches: ArgMatches) -> Result<(), String> {
         return tier_service(&ctx, &args.catalog, tables, *interval, *once, args.quiet).await;
     }
     let sources = sources_in_order(&args, &matches);
-    let runner = Runner {
+    let mut runner = Runner {
         ctx,
         format: args.format,
         quiet: args.quiet,
@@ -217,10 +207,16 @@ async fn run(args: Args, matches: ArgMatches) -> Result<(), String> {
     if sources.is_empty() {
         let mut stdin = std::io::stdin();
         if stdin.is_terminal() {
-            return Err(
-                "no statements: pass -c SQL or -f FILE, or pipe statements to standard input"
-                    .to_string(),
-            );
+            let mut ctx = runner.ctx;
+            return shell::run(
+                &mut ctx,
+                ShellOptions {
+                    format: runner.format,
+                    quiet: runner.quiet,
+                    history: shell::default_history(),
+                },
+            )
+            .await;
         }
         let mut text = String::new();
         stdin

@@ -3,3 +3,4 @@
 
 pub mod print;
 pub mod script;
+pub mod shell;

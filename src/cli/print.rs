@@ -50,6 +50,20 @@ impl fmt::Display for Format {
     }
 }
 
+/// Whether a result is `SQLContext`'s acknowledgement of DDL: one `result`
+/// row saying `OK`. Shells print a line for it rather than a table.
+pub fn is_acknowledgement(batches: &[RecordBatch]) -> bool {
+    let [batch] = batches else { return false };
+    let schema = batch.schema();
+    batch.num_rows() == 1
+        && schema.fields().len() == 1
+        && schema.field(0).name() == "result"
+        && matches!(
+            schema.field(0).data_type(),
+            arrow::datatypes::DataType::Utf8
+        )
+}
+
 /// Writes one statement's result.
 pub fn write_batches(
     out: &mut dyn Write,
@@ -57,6 +71,22 @@ pub fn write_batches(
     schema: &SchemaRef,
     batches: &[RecordBatch],
 ) -> Result<(), ArrowError> {
+    write_part(out, format, schema, batches, true)
+}
+
+/// Writes part of a result that arrives in parts (a streaming read): only
+/// the `first` part carries the CSV header.
+pub fn write_part(
+    out: &mut dyn Write,
+    format: Format,
+    schema: &SchemaRef,
+    batches: &[RecordBatch],
+    first: bool,
+) -> Result<(), ArrowError> {
+    // Statements without columns (SET) have nothing to show.
+    if schema.fields().is_empty() {
+        return Ok(());
+    }
     match format {
         Format::Table => {
             let table = arrow::util::pretty::pretty_format_batches_with_schema(
@@ -67,9 +97,9 @@ pub fn write_batches(
         }
         Format::Csv => {
             let mut writer = arrow::csv::WriterBuilder::new()
-                .with_header(true)
+                .with_header(first)
                 .build(&mut *out);
-            if batches.is_empty() {
+            if batches.is_empty() && first {
                 writer.write(&RecordBatch::new_empty(Arc::clone(schema)))?;
             }
             for batch in batches {

@@ -7,13 +7,14 @@
 //! Reads and plain INSERTs need nothing here beyond the name checks: they are
 //! routed during planning (relation planner, write routing).
 
+use std::collections::HashMap;
 use std::ops::ControlFlow;
 use std::sync::Arc;
 
 use datafusion::prelude::SessionContext;
 use datafusion::sql::sqlparser::ast::{
     visit_relations, FromTable, Function, ObjectName, ObjectNamePart, Reset, ResetStatement, Set,
-    Statement, TableFactor, TableObject,
+    SqlOption, Statement, TableFactor, TableObject,
 };
 use datafusion::sql::sqlparser::dialect::GenericDialect;
 use datafusion::sql::sqlparser::keywords::Keyword;
@@ -387,6 +388,74 @@ fn check_tokens(sql: &str) -> Result<()> {
     Ok(())
 }
 
+/// `CREATE CATALOG [IF NOT EXISTS] name WITH ('key' = 'value', ...)`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct CreateCatalog {
+    pub(crate) name: String,
+    pub(crate) if_not_exists: bool,
+    pub(crate) options: HashMap<String, String>,
+}
+
+/// Parses `CREATE CATALOG`; `Ok(None)` for any other statement.
+pub(crate) fn create_catalog(sql: &str) -> Result<Option<CreateCatalog>> {
+    let dialect = GenericDialect {};
+    let Ok(mut parser) = Parser::new(&dialect).try_with_sql(sql) else {
+        return Ok(None);
+    };
+    if !parser.parse_keywords(&[Keyword::CREATE, Keyword::CATALOG]) {
+        return Ok(None);
+    }
+    let syntax = |e: &dyn std::fmt::Display| Error::InvalidStatement {
+        statement: "CREATE CATALOG".to_string(),
+        reason: format!(
+            "{e}; write CREATE CATALOG [IF NOT EXISTS] name WITH ('warehouse' = '...', ...)"
+        ),
+    };
+    let if_not_exists = parser.parse_keywords(&[Keyword::IF, Keyword::NOT, Keyword::EXISTS]);
+    let name = parser.parse_identifier().map_err(|e| syntax(&e))?.value;
+    let options = parser
+        .parse_options(Keyword::WITH)
+        .map_err(|e| syntax(&e))?;
+    let _ = parser.consume_token(&Token::SemiColon);
+    if parser.peek_token().token != Token::EOF {
+        return Err(syntax(&format!(
+            "unexpected '{}' after the options",
+            parser.peek_token().token
+        )));
+    }
+    let mut map = HashMap::new();
+    for option in options {
+        match option {
+            SqlOption::KeyValue { key, value } => {
+                map.insert(key.value.clone(), unquote(&value.to_string()));
+            }
+            other => {
+                return Err(syntax(&format!(
+                    "'{other}' is not a 'key' = 'value' option"
+                )))
+            }
+        }
+    }
+    Ok(Some(CreateCatalog {
+        name,
+        if_not_exists,
+        options: map,
+    }))
+}
+
+/// Whether the statement is `SHOW CATALOGS`.
+pub(crate) fn is_show_catalogs(sql: &str) -> bool {
+    let dialect = GenericDialect {};
+    let Ok(mut parser) = Parser::new(&dialect).try_with_sql(sql) else {
+        return false;
+    };
+    if !parser.parse_keywords(&[Keyword::SHOW, Keyword::CATALOGS]) {
+        return false;
+    }
+    let _ = parser.consume_token(&Token::SemiColon);
+    parser.peek_token().token == Token::EOF
+}
+
 /// Whether the statement is `CREATE [OR REPLACE] [UNBOUNDED] EXTERNAL TABLE`.
 fn is_create_external(sql: &str) -> bool {
     let dialect = GenericDialect {};
@@ -517,6 +586,27 @@ mod tests {
                 .dynamic_option,
             None
         );
+    }
+
+    #[test]
+    fn parses_create_catalog() {
+        let parsed = create_catalog(
+            "CREATE CATALOG IF NOT EXISTS lake WITH ('warehouse' = '/w', 'lakestream.store' = 'local');",
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!(parsed.name, "lake");
+        assert!(parsed.if_not_exists);
+        assert_eq!(parsed.options["warehouse"], "/w");
+        assert_eq!(parsed.options["lakestream.store"], "local");
+        assert_eq!(create_catalog("CREATE TABLE t (a INT)").unwrap(), None);
+        let err = create_catalog("CREATE CATALOG lake ('warehouse' = '/w')")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("CREATE CATALOG"), "{err}");
+        assert!(create_catalog("CREATE CATALOG lake WITH ('a' = 'b') EXTRA").is_err());
+        assert!(is_show_catalogs("show catalogs;"));
+        assert!(!is_show_catalogs("SHOW TABLES"));
     }
 
     #[test]

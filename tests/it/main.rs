@@ -6,5 +6,6 @@ mod local_store;
 mod memory_store;
 mod rest_server;
 mod rest_smoke;
+mod shell;
 mod slt;
 mod support;

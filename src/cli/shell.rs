@@ -1,0 +1,337 @@
+//! The interactive shell of `lakestream-cli`: datafusion-cli's way of
+//! working (line editing, history, multi-line statements ending in `;`,
+//! backslash commands, output formats, timing) over [`LakeStreamContext`],
+//! so every statement this project knows works, DDL and `CALL` included.
+//!
+//! A query runs until it ends or Ctrl-C cancels it; Ctrl-C never ends the
+//! shell (Ctrl-D or `\q` do). A streaming `t$rt` query prints rows as they
+//! arrive. A statement that runs for more than a second shows how long it
+//! has been running.
+
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use datafusion::arrow::array::RecordBatch;
+use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::physical_plan::execution_plan::Boundedness;
+use datafusion::physical_plan::ExecutionPlanProperties;
+use datafusion::sql::sqlparser::dialect::GenericDialect;
+use datafusion::sql::sqlparser::tokenizer::{Token, Tokenizer, Whitespace};
+use futures::StreamExt;
+use rustyline::completion::Completer;
+use rustyline::error::ReadlineError;
+use rustyline::highlight::Highlighter;
+use rustyline::hint::Hinter;
+use rustyline::validate::{ValidationContext, ValidationResult, Validator};
+use rustyline::{Editor, Helper};
+
+use super::print::{is_acknowledgement, write_part, Format};
+use super::script::split_statements;
+use crate::LakeStreamContext;
+
+const HELP: &str = "\
+Statements end with ';' and may span lines. Commands:
+  \\q              quit (or Ctrl-D)
+  \\?              this help
+  \\d              list tables
+  \\d NAME         describe a table (columns, and options of Paimon tables)
+  \\pset format F  output format: table, csv, json, ndjson
+  \\quiet [on|off] hide or show row counts and timing
+Ctrl-C cancels a running query (a streaming t$rt read runs until cancelled).
+lake-stream: `t` reads Paimon snapshots, `t$rt` the store's fresh rows;
+CALL sys.lakestream_tier('db.t') tiers now; SET lakestream.scan_mode = 'streaming'.";
+
+/// Settings of a shell session.
+#[derive(Debug, Clone)]
+pub struct ShellOptions {
+    /// Output format.
+    pub format: Format,
+    /// No row counts or timing.
+    pub quiet: bool,
+    /// Where history is kept; `None`: not kept.
+    pub history: Option<PathBuf>,
+}
+
+/// Where the shell keeps its history: `$LAKESTREAM_HISTORY`, else `~/.lakestream_history`.
+pub fn default_history() -> Option<PathBuf> {
+    if let Some(path) = std::env::var_os("LAKESTREAM_HISTORY") {
+        return Some(PathBuf::from(path));
+    }
+    std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".lakestream_history"))
+}
+
+/// Accepts a line as complete when it is a backslash command or its SQL ends with `;`.
+struct SqlHelper;
+
+impl Validator for SqlHelper {
+    fn validate(&self, ctx: &mut ValidationContext) -> rustyline::Result<ValidationResult> {
+        Ok(if is_complete(ctx.input()) {
+            ValidationResult::Valid(None)
+        } else {
+            ValidationResult::Incomplete
+        })
+    }
+}
+
+impl Completer for SqlHelper {
+    type Candidate = String;
+}
+
+impl Hinter for SqlHelper {
+    type Hint = String;
+}
+
+impl Highlighter for SqlHelper {}
+
+impl Helper for SqlHelper {}
+
+/// Whether `input` is ready to run: a backslash command, blank, or SQL whose
+/// last token (ignoring whitespace and comments) is a `;` outside strings.
+pub fn is_complete(input: &str) -> bool {
+    let trimmed = input.trim();
+    if trimmed.is_empty() || trimmed.starts_with('\\') {
+        return true;
+    }
+    let Ok(tokens) = Tokenizer::new(&GenericDialect {}, input).tokenize() else {
+        // An open string or quoted name: wait for more.
+        return false;
+    };
+    tokens
+        .iter()
+        .rev()
+        .find(|t| !matches!(t, Token::Whitespace(_) | Token::EOF))
+        .is_some_and(|t| matches!(t, Token::SemiColon))
+        || tokens.iter().all(|t| {
+            matches!(
+                t,
+                Token::Whitespace(
+                    Whitespace::Space
+                        | Whitespace::Newline
+                        | Whitespace::Tab
+                        | Whitespace::SingleLineComment { .. }
+                        | Whitespace::MultiLineComment(_)
+                ) | Token::EOF
+            )
+        })
+}
+
+/// Runs the shell until `\q` or end of input.
+pub async fn run(ctx: &mut LakeStreamContext, mut options: ShellOptions) -> Result<(), String> {
+    let mut editor: Editor<SqlHelper, rustyline::history::DefaultHistory> =
+        Editor::new().map_err(|e| format!("cannot start the line editor: {e}"))?;
+    editor.set_helper(Some(SqlHelper));
+    if let Some(history) = &options.history {
+        // No history yet is fine.
+        let _ = editor.load_history(history);
+    }
+    println!(
+        "paimon-lakestream {} shell. \\? for help, \\q to quit.",
+        env!("CARGO_PKG_VERSION")
+    );
+    loop {
+        let read = tokio::task::block_in_place(|| editor.readline("lakestream> "));
+        let input = match read {
+            Ok(input) => input,
+            // Ctrl-C at the prompt drops the line being typed.
+            Err(ReadlineError::Interrupted) => continue,
+            Err(ReadlineError::Eof) => break,
+            Err(e) => return Err(format!("cannot read input: {e}")),
+        };
+        if input.trim().is_empty() {
+            continue;
+        }
+        let _ = editor.add_history_entry(input.trim_end());
+        if let Some(history) = &options.history {
+            let _ = editor.save_history(history);
+        }
+        let trimmed = input.trim();
+        if trimmed.starts_with('\\') {
+            match command(ctx, trimmed, &mut options).await {
+                Ok(true) => continue,
+                Ok(false) => break,
+                Err(e) => {
+                    eprintln!("Error: {e}");
+                    continue;
+                }
+            }
+        }
+        for statement in split_statements(&input) {
+            if let Err(e) = run_statement(ctx, &statement, &options).await {
+                eprintln!("Error: {e}");
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A backslash command; `Ok(false)` ends the shell.
+async fn command(
+    ctx: &mut LakeStreamContext,
+    line: &str,
+    options: &mut ShellOptions,
+) -> Result<bool, String> {
+    let words: Vec<&str> = line.split_whitespace().collect();
+    match words.as_slice() {
+        ["\\q"] | ["\\quit"] => return Ok(false),
+        ["\\?"] | ["\\h"] | ["\\help"] => println!("{HELP}"),
+        ["\\d"] => {
+            run_statement(
+                ctx,
+                "SELECT table_catalog, table_schema, table_name, table_type \
+                 FROM information_schema.tables \
+                 WHERE table_schema <> 'information_schema' \
+                 ORDER BY table_catalog, table_schema, table_name",
+                options,
+            )
+            .await?;
+        }
+        ["\\d", name] => {
+            run_statement(ctx, &format!("DESCRIBE {name}"), options).await?;
+            // Paimon tables show their options, lake-stream ones included.
+            let options_sql = format!("SELECT key, value FROM {name}$options ORDER BY key");
+            if ctx.sql(&options_sql).await.is_ok() {
+                run_statement(ctx, &options_sql, options).await?;
+            }
+        }
+        ["\\pset", "format", format] => {
+            options.format = format.parse()?;
+            println!("Output format is {}.", options.format);
+        }
+        ["\\quiet"] => options.quiet = !options.quiet,
+        ["\\quiet", "on"] => options.quiet = true,
+        ["\\quiet", "off"] => options.quiet = false,
+        _ => return Err(format!("unknown command '{line}'; \\? lists the commands")),
+    }
+    Ok(true)
+}
+
+/// Runs one statement and prints its result. Ctrl-C cancels it.
+pub async fn run_statement(
+    ctx: &mut LakeStreamContext,
+    sql: &str,
+    options: &ShellOptions,
+) -> Result<(), String> {
+    let started = Instant::now();
+    let work = execute(ctx, sql, options);
+    let progress = progress(started);
+    let outcome = tokio::select! {
+        outcome = work => outcome,
+        _ = tokio::signal::ctrl_c() => {
+            progress.abort();
+            clear_progress();
+            println!("Query cancelled.");
+            return Ok(());
+        }
+    };
+    progress.abort();
+    clear_progress();
+    let rows = outcome?;
+    if !options.quiet {
+        let took = started.elapsed().as_secs_f64();
+        match rows {
+            Shown::Acknowledged => println!("OK. Query took {took:.3} seconds.\n"),
+            Shown::Rows(rows) => println!("{rows} rows in set. Query took {took:.3} seconds.\n"),
+        }
+    }
+    Ok(())
+}
+
+/// What a statement showed.
+enum Shown {
+    /// DDL and the like: done, nothing to show.
+    Acknowledged,
+    Rows(usize),
+}
+
+/// Plans and runs a statement, printing as results come.
+async fn execute(
+    ctx: &mut LakeStreamContext,
+    sql: &str,
+    options: &ShellOptions,
+) -> Result<Shown, String> {
+    let df = ctx.execute(sql).await.map_err(|e| e.to_string())?;
+    let schema = Arc::clone(df.schema().inner());
+    // Planned once: a t$rt read fixes its end when it is planned.
+    let plan = df.create_physical_plan().await.map_err(|e| e.to_string())?;
+    let streaming = matches!(plan.boundedness(), Boundedness::Unbounded { .. });
+    let mut stream = datafusion::physical_plan::execute_stream(plan, ctx.session().task_ctx())
+        .map_err(|e| e.to_string())?;
+    let mut rows = 0;
+    if streaming {
+        // Rows as they arrive, until the stream ends or Ctrl-C.
+        while let Some(batch) = stream.next().await {
+            let batch = batch.map_err(|e| e.to_string())?;
+            if batch.num_rows() == 0 {
+                continue;
+            }
+            print_part(options.format, &schema, std::slice::from_ref(&batch), rows == 0)?;
+            rows += batch.num_rows();
+        }
+        return Ok(Shown::Rows(rows));
+    }
+    let mut batches: Vec<RecordBatch> = Vec::new();
+    while let Some(batch) = stream.next().await {
+        let batch = batch.map_err(|e| e.to_string())?;
+        rows += batch.num_rows();
+        batches.push(batch);
+    }
+    if is_acknowledgement(&batches) {
+        return Ok(Shown::Acknowledged);
+    }
+    print_part(options.format, &schema, &batches, true)?;
+    Ok(Shown::Rows(rows))
+}
+
+fn print_part(
+    format: Format,
+    schema: &SchemaRef,
+    batches: &[RecordBatch],
+    first: bool,
+) -> Result<(), String> {
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    write_part(&mut out, format, schema, batches, first).map_err(|e| e.to_string())?;
+    out.flush().map_err(|e| e.to_string())
+}
+
+/// After a second, shows on a terminal's stderr how long the statement has run.
+fn progress(started: Instant) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        if !std::io::stderr().is_terminal() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        loop {
+            eprint!("\r… running for {:.0} s", started.elapsed().as_secs_f64());
+            let _ = std::io::stderr().flush();
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    })
+}
+
+fn clear_progress() {
+    if std::io::stderr().is_terminal() {
+        eprint!("\r\x1b[2K");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn completeness() {
+        assert!(is_complete("SELECT 1;"));
+        assert!(is_complete("SELECT 1; -- done"));
+        assert!(is_complete("  \\d t"));
+        assert!(is_complete(""));
+        assert!(is_complete("-- only a comment"));
+        assert!(!is_complete("SELECT 1"));
+        assert!(!is_complete("SELECT 'a;"));
+        assert!(!is_complete("SELECT ';'"));
+        assert!(!is_complete("SELECT 1 /* ; */"));
+        assert!(is_complete("SELECT 1;\nSELECT 2;"));
+    }
+}
