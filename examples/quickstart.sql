@@ -1,18 +1,30 @@
--- Quickstart: a Paimon table in lake-stream mode.
--- Run: cargo run --bin lakestream-cli -- --warehouse ./warehouse -f examples/quickstart.sql
+-- The quickstart: a Paimon table in lake-stream mode, from creation to tiering.
+-- Run it with:  cargo run --bin lakestream-cli -- -f examples/quickstart.sql
+-- (a warehouse appears in ./warehouse; delete it to start over).
 
-CREATE TABLE IF NOT EXISTS orders (id INT, item STRING, qty INT);
+-- 1. A lake-stream table: its name, schema and history live in Paimon, its
+--    writes go to the store (`local`, the embedded one, by default).
+CREATE TABLE IF NOT EXISTS orders (id INT NOT NULL, item STRING, qty INT, PRIMARY KEY (id))
+WITH ('bucket' = '1', 'lakestream.enabled' = 'true');
 
--- Rows written before the mode is turned on stay in Paimon: the table is
--- promoted in place.
-INSERT INTO orders VALUES (1, 'apple', 3), (2, 'pear', 5);
+-- 2. Writes are acknowledged once the store has them on disk.
+INSERT INTO orders VALUES (1, 'apple', 3), (2, 'pear', 5), (3, 'plum', 1);
 
-ALTER TABLE orders SET TBLPROPERTIES ('lakestream.enabled' = 'true');
+-- 3. `orders` reads Paimon snapshots: the new rows are not there yet ...
+SELECT count(*) AS rows_in_paimon FROM orders;
 
-SELECT key, value FROM orders$options WHERE key = 'lakestream.enabled';
+-- 4. ... while `orders$rt` reads the store too: the rows are there at once.
+SELECT * FROM orders$rt ORDER BY id;
 
+-- 5. A primary-key table upserts: the newest version of a key wins.
+INSERT INTO orders VALUES (2, 'pear', 7);
+DELETE FROM orders WHERE id = 3;
+SELECT * FROM orders$rt ORDER BY id;
+
+-- 6. Tiering moves the store's rows into Paimon (in the background every
+--    30 s by default; here, now).
+CALL sys.lakestream_tier('orders');
+
+-- 7. Paimon has them now, as an ordinary snapshot any Paimon reader sees.
 SELECT * FROM orders ORDER BY id;
-
--- Renaming would break the store's mapping to the table, so it is refused
--- while the mode is on. Turning the mode off only touches the catalog.
-ALTER TABLE orders SET TBLPROPERTIES ('lakestream.enabled' = 'false');
+SELECT snapshot_id, commit_user FROM orders$snapshots ORDER BY snapshot_id;

@@ -81,6 +81,25 @@ async fn branch_cannot_be_enabled_through_the_api() {
         .unwrap_err()
         .to_string();
     assert!(err.contains("on branch 'db.u$branch_b1'"), "{err}");
+    // Branches read as in Paimon, through SQL too.
+    let mut ctx = paimon_lakestream::LakeStreamContext::new();
+    ctx.register_catalog("paimon", warehouse.catalog_options())
+        .await
+        .unwrap();
+    let branch = ctx
+        .sql("SELECT count(*) FROM paimon.db.t$branch_b1")
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .unwrap();
+    assert_eq!(branch[0].num_rows(), 1);
+    let err = ctx
+        .sql("SELECT * FROM paimon.db.t$branch_b1$rt")
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("main branch's data only"), "{err}");
     // The main branch can be enabled, and then its rename is refused.
     catalog.alter_table(&t, enable(), false).await.unwrap();
     let err = catalog

@@ -78,3 +78,47 @@ async fn tiering_rest() {
     )
     .await;
 }
+
+/// The store on `memory://`: writes, reads and tiering, with nothing on disk
+/// but the Paimon warehouse.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_store_runs_on_memory_urls_too() {
+    let warehouse = TestWarehouse::new(crate::support::CatalogKind::Filesystem).await;
+    let url = format!("memory://lakestream-{}", std::process::id());
+    let ctx = warehouse
+        .context_with(&[
+            ("lakestream.store", "local"),
+            ("local.path", &url),
+            ("local.tier-interval", "off"),
+        ])
+        .await;
+    for sql in [
+        "CREATE TABLE m (id INT) WITH ('lakestream.enabled' = 'true')",
+        "INSERT INTO m VALUES (1), (2)",
+    ] {
+        ctx.sql(sql).await.unwrap().collect().await.unwrap();
+    }
+    let count = |sql: &'static str| {
+        let ctx = &ctx;
+        async move {
+            let batches = ctx.sql(sql).await.unwrap().collect().await.unwrap();
+            datafusion::arrow::util::pretty::pretty_format_batches(&batches)
+                .unwrap()
+                .to_string()
+        }
+    };
+    assert!(count("SELECT count(*) AS n FROM m$rt")
+        .await
+        .contains("| 2 |"));
+    assert!(count("SELECT count(*) AS n FROM m").await.contains("| 0 |"));
+    count("SELECT * FROM lakestream_tier('m')").await;
+    assert!(count("SELECT count(*) AS n FROM m").await.contains("| 2 |"));
+    assert!(count("SELECT count(*) AS n FROM m$rt")
+        .await
+        .contains("| 2 |"));
+    assert!(!warehouse
+        .path()
+        .join("warehouse")
+        .join("_lakestream")
+        .exists());
+}

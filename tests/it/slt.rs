@@ -153,10 +153,13 @@ impl LakeStreamDb {
             .iter()
             .map(|f| column_type(f.data_type()))
             .collect();
-        Ok(DBOutput::Rows {
-            types,
-            rows: rows(&batches)?,
-        })
+        // The run's temporary directory reads as `<dir>`, so results can name paths.
+        let dir = self.warehouse.path().display().to_string();
+        let rows = rows(&batches)?
+            .into_iter()
+            .map(|row| row.into_iter().map(|v| v.replace(&dir, "<dir>")).collect())
+            .collect();
+        Ok(DBOutput::Rows { types, rows })
     }
 }
 
