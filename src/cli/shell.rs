@@ -266,7 +266,12 @@ async fn execute(
             if batch.num_rows() == 0 {
                 continue;
             }
-            print_part(options.format, &schema, std::slice::from_ref(&batch), rows == 0)?;
+            print_part(
+                options.format,
+                &schema,
+                std::slice::from_ref(&batch),
+                rows == 0,
+            )?;
             rows += batch.num_rows();
         }
         return Ok(Shown::Rows(rows));
