@@ -222,6 +222,41 @@ impl LakeStreamCatalog {
     }
 }
 
+impl LakeStreamCatalog {
+    /// A lake-stream table without the trailing columns its store's tiering
+    /// keeps in Paimon (Fluss's `__bucket`, `__offset`, `__timestamp`), so
+    /// `t`, `t$rt` and writes to `t` show the table's own columns only.
+    fn hide_store_columns(&self, table: Table) -> paimon::Result<Table> {
+        if !options::is_enabled(table.schema().options()) {
+            return Ok(table);
+        }
+        let hidden = self.store.hidden_columns();
+        let fields = table.schema().fields();
+        let kept = fields.len()
+            - fields
+                .iter()
+                .rev()
+                .take_while(|f| hidden.iter().any(|h| h == f.name()))
+                .count();
+        if kept == fields.len() {
+            return Ok(table);
+        }
+        // TableSchema has no constructor that keeps field ids and the highest
+        // field id; its serialized form does.
+        let copy_error = |e: serde_json::Error| paimon::Error::DataInvalid {
+            message: format!("cannot copy the schema of '{}'", table.identifier()),
+            source: Some(Box::new(e)),
+        };
+        let mut schema = serde_json::to_value(table.schema()).map_err(copy_error)?;
+        if let Some(serde_json::Value::Array(fields)) = schema.get_mut("fields") {
+            fields.truncate(kept);
+        }
+        let schema = serde_json::from_value(schema).map_err(copy_error)?;
+        let branch = table.branch().to_string();
+        table.copy_with_resolved_schema(schema, &branch)
+    }
+}
+
 /// Schema changes a lake-stream table can take: the store keeps rows by
 /// column name, so adding a column is safe (old rows read it as null) and
 /// dropping, renaming or retyping one is not.
@@ -342,11 +377,17 @@ impl Catalog for LakeStreamCatalog {
     }
 
     async fn get_table(&self, identifier: &Identifier) -> paimon::Result<Table> {
-        self.inner.get_table(identifier).await
+        let table = self.inner.get_table(identifier).await?;
+        self.hide_store_columns(table)
     }
 
     async fn load_table(&self, identifier: &Identifier) -> paimon::Result<LoadedTable> {
-        self.inner.load_table(identifier).await
+        match self.inner.load_table(identifier).await? {
+            LoadedTable::Paimon(table) => Ok(LoadedTable::Paimon(Box::new(
+                self.hide_store_columns(*table)?,
+            ))),
+            other => Ok(other),
+        }
     }
 
     async fn list_tables(&self, database_name: &str) -> paimon::Result<Vec<String>> {

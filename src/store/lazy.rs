@@ -45,6 +45,21 @@ impl LazyStore {
         &self.identifier
     }
 
+    /// The columns the store's tiering adds to Paimon tables, from its
+    /// factory: the store itself is not created for this.
+    pub fn hidden_columns(&self) -> Vec<String> {
+        self.registry
+            .get(&self.identifier)
+            .map(|factory| {
+                factory
+                    .hidden_columns()
+                    .iter()
+                    .map(|c| c.to_string())
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
     /// The bound on each store call.
     pub fn timeout(&self) -> Duration {
         self.timeout

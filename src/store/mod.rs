@@ -189,6 +189,15 @@ impl StoreBinding {
         Self { store, scope }
     }
 
+    /// The columns the bound store's tiering adds to Paimon tables (see
+    /// [`StoreFactory::hidden_columns`]); none when no store is named.
+    pub fn hidden_columns(&self) -> Vec<String> {
+        self.store
+            .as_ref()
+            .map(|store| store.hidden_columns())
+            .unwrap_or_default()
+    }
+
     /// The store, or the error a lake-stream `operation` on `table` gets
     /// where no store is named.
     pub fn require(&self, operation: &str, table: &Identifier) -> Result<&Arc<LazyStore>> {
@@ -229,6 +238,14 @@ pub trait StoreFactory: Debug + Send + Sync {
     /// Creates (connects) a store. Called on the first use of a catalog's
     /// store, and again on the next use after a failure.
     async fn create(&self, context: StoreContext) -> Result<Arc<dyn LakestreamStore>>;
+
+    /// Columns the store's tiering keeps at the end of the Paimon tables of
+    /// lake-stream tables (Fluss: `__bucket`, `__offset`, `__timestamp`).
+    /// Reads of `t` and `t$rt` and writes to `t` do not show them. Known
+    /// without creating the store, so hiding them never contacts it.
+    fn hidden_columns(&self) -> &[&str] {
+        &[]
+    }
 }
 
 /// A registry with the stores this crate ships.
