@@ -6,6 +6,8 @@
 //! The core names no store type: `local`, `fluss` and test stores all come in
 //! through [`StoreRegistry::register`].
 
+#[cfg(feature = "fluss")]
+pub mod fluss;
 mod lazy;
 pub mod local;
 mod registry;
@@ -252,6 +254,8 @@ pub trait StoreFactory: Debug + Send + Sync {
 pub fn builtin_registry() -> StoreRegistry {
     let registry = StoreRegistry::new();
     registry.register(Arc::new(local::LocalStoreFactory));
+    #[cfg(feature = "fluss")]
+    registry.register(Arc::new(fluss::FlussStoreFactory));
     registry
 }
 

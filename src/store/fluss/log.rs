@@ -1,0 +1,438 @@
+//! Reading a Fluss table's log after the tiered lake snapshot: each bucket
+//! from its start offset up to the end fixed at planning (bounded), or on
+//! and on (follow).
+//!
+//! Log tables are read as Arrow batches. Primary-key tables are read as
+//! change records, so each row keeps its change type: inserts and
+//! update-afters become upserts, deletes become deletes, and update-befores
+//! are dropped (the update-after that follows carries the new row).
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use arrow::array::{ArrayRef, Int8Array, RecordBatch, UInt32Array};
+use arrow::compute::{cast, take};
+use arrow::datatypes::SchemaRef;
+use datafusion::execution::SendableRecordBatchStream;
+use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
+use fluss::client::{BoundedLogReadRange, FlussConnection, RecordBatchLogReader};
+use fluss::metadata::TableBucket;
+use fluss::record::{ChangeType, ScanRecord};
+use futures::{Stream, StreamExt};
+
+use super::arrow_bridge::{self, Batch59};
+use super::Target;
+use crate::error::{Error, Result};
+use crate::store::{RowKind, StoreLog};
+
+/// How long one poll of the cluster waits for data.
+const POLL_TIMEOUT: Duration = Duration::from_millis(500);
+
+/// One bucket's part of a read: `[start, end)`; `end` is `None` when following.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct BucketRange {
+    pub(crate) bucket: i32,
+    /// An offset, or `fluss::client::EARLIEST_OFFSET`.
+    pub(crate) start: i64,
+    pub(crate) end: i64,
+}
+
+impl BucketRange {
+    /// Nothing to read: the bucket has no records, or none after `start`.
+    fn is_empty(&self) -> bool {
+        self.end <= 0 || (self.start >= 0 && self.start >= self.end)
+    }
+}
+
+/// The log of one `t$rt` read, fixed at planning.
+pub(crate) struct FlussLog {
+    pub(crate) target: Arc<Target>,
+    pub(crate) connection: Arc<FlussConnection>,
+    pub(crate) table_id: i64,
+    pub(crate) ranges: Vec<BucketRange>,
+    /// The batches the core gets: the table's columns, then the row kind.
+    pub(crate) log_schema: SchemaRef,
+}
+
+impl fmt::Debug for FlussLog {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FlussLog")
+            .field("table", &self.target.path)
+            .field("ranges", &self.ranges)
+            .finish_non_exhaustive()
+    }
+}
+
+type BatchStream = std::pin::Pin<Box<dyn Stream<Item = Result<RecordBatch>> + Send>>;
+
+impl FlussLog {
+    fn adapt(&self, stream: BatchStream) -> SendableRecordBatchStream {
+        let stream = stream.map(|batch| batch.map_err(Error::into_datafusion));
+        Box::pin(RecordBatchStreamAdapter::new(
+            Arc::clone(&self.log_schema),
+            stream,
+        ))
+    }
+
+    fn reader(&self, bounded: bool) -> BatchStream {
+        let reader = LogReader {
+            target: Arc::clone(&self.target),
+            connection: Arc::clone(&self.connection),
+            table_id: self.table_id,
+            log_schema: Arc::clone(&self.log_schema),
+        };
+        let ranges: Vec<BucketRange> = if bounded {
+            self.ranges
+                .iter()
+                .filter(|r| !r.is_empty())
+                .copied()
+                .collect()
+        } else {
+            // Following starts where the bounded read ended.
+            self.ranges
+                .iter()
+                .map(|r| BucketRange {
+                    bucket: r.bucket,
+                    start: r.end,
+                    end: i64::MAX,
+                })
+                .collect()
+        };
+        if bounded && ranges.is_empty() {
+            return futures::stream::empty().boxed();
+        }
+        if self.target.primary_key {
+            reader.changes(ranges, bounded)
+        } else if bounded {
+            reader.bounded_batches(ranges)
+        } else {
+            reader.following_batches(ranges)
+        }
+    }
+}
+
+impl StoreLog for FlussLog {
+    fn read_bounded(&self) -> Result<SendableRecordBatchStream> {
+        Ok(self.adapt(self.reader(true)))
+    }
+
+    fn bounded_is_empty(&self) -> bool {
+        self.ranges.iter().all(BucketRange::is_empty)
+    }
+
+    fn follow(&self) -> Result<SendableRecordBatchStream> {
+        Ok(self.adapt(self.reader(false)))
+    }
+}
+
+/// What a running read needs.
+#[derive(Clone)]
+struct LogReader {
+    target: Arc<Target>,
+    connection: Arc<FlussConnection>,
+    table_id: i64,
+    log_schema: SchemaRef,
+}
+
+impl LogReader {
+    /// Log tables, bounded: fluss-rs's bounded reader over the ranges.
+    fn bounded_batches(self, ranges: Vec<BucketRange>) -> BatchStream {
+        let this = self.clone();
+        let setup = async move {
+            let table = this.target.table(&this.connection, this.table_id).await?;
+            let scanner = table
+                .new_scan()
+                .create_record_batch_log_scanner()
+                .map_err(|e| this.target.fluss_error("read the log of", e))?;
+            let ranges = ranges
+                .iter()
+                .map(|r| BoundedLogReadRange {
+                    bucket: TableBucket::new(this.table_id, r.bucket),
+                    starting_offset: r.start,
+                    stopping_offset: r.end,
+                })
+                .collect();
+            let reader = this
+                .target
+                .bounded(
+                    "read the log of",
+                    RecordBatchLogReader::new_from_ranges(scanner, ranges),
+                )
+                .await?;
+            Ok::<_, Error>(reader)
+        };
+        let this = self;
+        futures::stream::once(setup)
+            .map(move |reader| {
+                let this = this.clone();
+                match reader {
+                    Ok(reader) => reader
+                        .into_stream()
+                        .map(move |batch| {
+                            let batch =
+                                batch.map_err(|e| this.target.fluss_error("read the log of", e))?;
+                            this.to_log_batch(batch.batch(), None)
+                        })
+                        .boxed(),
+                    Err(e) => futures::stream::once(async move { Err(e) }).boxed(),
+                }
+            })
+            .flatten()
+            .boxed()
+    }
+
+    /// Log tables, following: a batch scanner polled until the stream is dropped.
+    fn following_batches(self, ranges: Vec<BucketRange>) -> BatchStream {
+        let this = self.clone();
+        let setup = async move {
+            let table = this.target.table(&this.connection, this.table_id).await?;
+            let scanner = table
+                .new_scan()
+                .create_record_batch_log_scanner()
+                .map_err(|e| this.target.fluss_error("follow the log of", e))?;
+            let offsets: HashMap<i32, i64> = ranges.iter().map(|r| (r.bucket, r.start)).collect();
+            this.target
+                .bounded("follow the log of", scanner.subscribe_buckets(&offsets))
+                .await?;
+            Ok::<_, Error>(scanner)
+        };
+        let this = self;
+        futures::stream::once(setup)
+            .map(move |scanner| {
+                let this = this.clone();
+                match scanner {
+                    Ok(scanner) => {
+                        futures::stream::unfold((scanner, this), |(scanner, this)| async move {
+                            let polled = scanner.poll(POLL_TIMEOUT).await;
+                            let batches: Vec<Result<RecordBatch>> = match polled {
+                                Ok(batches) => batches
+                                    .iter()
+                                    .map(|b| this.to_log_batch(b.batch(), None))
+                                    .collect(),
+                                Err(e) => {
+                                    vec![Err(this.target.fluss_error("follow the log of", e))]
+                                }
+                            };
+                            Some((futures::stream::iter(batches), (scanner, this)))
+                        })
+                        .flatten()
+                        .boxed()
+                    }
+                    Err(e) => futures::stream::once(async move { Err(e) }).boxed(),
+                }
+            })
+            .flatten()
+            .boxed()
+    }
+
+    /// Primary-key tables: change records, bounded or following.
+    fn changes(self, ranges: Vec<BucketRange>, bounded: bool) -> BatchStream {
+        let this = self.clone();
+        let setup = async move {
+            let table = this.target.table(&this.connection, this.table_id).await?;
+            let scanner = table
+                .new_scan()
+                .create_log_scanner()
+                .map_err(|e| this.target.fluss_error("read the changes of", e))?;
+            let offsets: HashMap<i32, i64> = ranges.iter().map(|r| (r.bucket, r.start)).collect();
+            this.target
+                .bounded("read the changes of", scanner.subscribe_buckets(&offsets))
+                .await?;
+            let ends: HashMap<i32, i64> = ranges.iter().map(|r| (r.bucket, r.end)).collect();
+            Ok::<_, Error>((scanner, ends))
+        };
+        let this = self;
+        futures::stream::once(setup)
+            .map(move |setup| {
+                let this = this.clone();
+                match setup {
+                    Ok((scanner, ends)) => {
+                        let state = ChangeState {
+                            scanner,
+                            ends,
+                            bounded,
+                            idle: Duration::ZERO,
+                        };
+                        futures::stream::unfold((state, this), |(mut state, this)| async move {
+                            if state.bounded && state.ends.is_empty() {
+                                return None;
+                            }
+                            let batches = this.poll_changes(&mut state).await;
+                            Some((futures::stream::iter(batches), (state, this)))
+                        })
+                        .flatten()
+                        .boxed()
+                    }
+                    Err(e) => futures::stream::once(async move { Err(e) }).boxed(),
+                }
+            })
+            .flatten()
+            .boxed()
+    }
+
+    /// One poll of a change scanner, as log batches in offset order per bucket.
+    async fn poll_changes(&self, state: &mut ChangeState) -> Vec<Result<RecordBatch>> {
+        let polled = match state.scanner.poll(POLL_TIMEOUT).await {
+            Ok(polled) => polled,
+            Err(e) => {
+                state.ends.clear();
+                return vec![Err(self.target.fluss_error("read the changes of", e))];
+            }
+        };
+        if polled.is_empty() && state.bounded {
+            // A bounded read that makes no progress for the request timeout
+            // fails rather than waiting forever for offsets that never come.
+            state.idle += POLL_TIMEOUT;
+            if state.idle >= self.target.request_timeout {
+                let buckets: Vec<String> = state
+                    .ends
+                    .iter()
+                    .map(|(bucket, end)| format!("bucket {bucket} up to offset {end}"))
+                    .collect();
+                state.ends.clear();
+                return vec![Err(self.target.unavailable(
+                    "read the changes of",
+                    format!(
+                        "no records arrived for {:?} before the end fixed at planning ({}).                          Fluss ends a bucket's log with an empty batch when a write changed                          nothing (a delete of a key it does not hold); such a read cannot see                          where the log ends. Read again after the next write",
+                        self.target.request_timeout,
+                        buckets.join(", ")
+                    ),
+                ))];
+            }
+            return Vec::new();
+        }
+        state.idle = Duration::ZERO;
+        let mut out = Vec::new();
+        let mut done = Vec::new();
+        for (bucket, records) in polled.into_records_by_buckets() {
+            let id = bucket.bucket_id();
+            let end = if state.bounded {
+                match state.ends.get(&id) {
+                    Some(end) => *end,
+                    None => continue,
+                }
+            } else {
+                i64::MAX
+            };
+            let kept: Vec<&ScanRecord> = records.iter().filter(|r| r.offset() < end).collect();
+            if records.iter().any(|r| r.offset() >= end - 1) {
+                done.push(id);
+            }
+            out.extend(self.records_to_batches(&kept));
+        }
+        for id in done {
+            state.ends.remove(&id);
+            if let Err(e) = state.scanner.unsubscribe(id).await {
+                out.push(Err(self.target.fluss_error("read the changes of", e)));
+            }
+        }
+        out
+    }
+
+    /// Change records as log batches: consecutive records of one fetched
+    /// batch become one `take` from it.
+    fn records_to_batches(&self, records: &[&ScanRecord]) -> Vec<Result<RecordBatch>> {
+        let mut out = Vec::new();
+        let mut start = 0;
+        while start < records.len() {
+            let Some(source) = records[start].row().get_record_batch() else {
+                out.push(Err(Error::Internal(
+                    "a Fluss change record has no Arrow batch behind it".to_string(),
+                )));
+                return out;
+            };
+            let mut end = start;
+            while end < records.len()
+                && records[end]
+                    .row()
+                    .get_record_batch()
+                    .is_some_and(|b| std::ptr::eq(b, source))
+            {
+                end += 1;
+            }
+            let mut rows = Vec::new();
+            let mut kinds = Vec::new();
+            for record in &records[start..end] {
+                let kind = match record.change_type() {
+                    ChangeType::AppendOnly | ChangeType::Insert | ChangeType::UpdateAfter => {
+                        RowKind::Upsert
+                    }
+                    ChangeType::Delete => RowKind::Delete,
+                    ChangeType::UpdateBefore => continue,
+                };
+                rows.push(record.row().get_row_id());
+                kinds.push(kind.as_i8());
+            }
+            if !rows.is_empty() {
+                out.push(self.to_log_batch(source, Some((rows, kinds))));
+            }
+            start = end;
+        }
+        out
+    }
+
+    /// A fluss-rs batch (optionally some of its rows, with their kinds) in
+    /// the core's log form.
+    fn to_log_batch(
+        &self,
+        batch: &Batch59,
+        rows: Option<(Vec<usize>, Vec<i8>)>,
+    ) -> Result<RecordBatch> {
+        let batch = arrow_bridge::from_arrow59(batch)
+            .map_err(|e| crate::store::store_error(super::IDENTIFIER, e))?;
+        let (batch, kinds) = match rows {
+            Some((rows, kinds)) => {
+                let indices = rows
+                    .iter()
+                    .map(|r| u32::try_from(*r).ok())
+                    .collect::<UInt32Array>();
+                let columns = batch
+                    .columns()
+                    .iter()
+                    .map(|c| take(c.as_ref(), &indices, None))
+                    .collect::<std::result::Result<Vec<_>, _>>()
+                    .map_err(|e| crate::store::store_error(super::IDENTIFIER, e))?;
+                (columns, Int8Array::from(kinds))
+            }
+            None => {
+                let kinds = Int8Array::from(vec![RowKind::Upsert.as_i8(); batch.num_rows()]);
+                (batch.columns().to_vec(), kinds)
+            }
+        };
+        let fields = self.log_schema.fields();
+        let user = fields.len().saturating_sub(1);
+        if batch.len() < user {
+            return Err(Error::Internal(format!(
+                "a Fluss batch of '{}' has {} columns, the table has {user}",
+                self.target.path,
+                batch.len()
+            )));
+        }
+        let mut columns: Vec<ArrayRef> = batch
+            .iter()
+            .take(user)
+            .zip(fields.iter())
+            .map(|(column, field)| {
+                if column.data_type() == field.data_type() {
+                    Ok(Arc::clone(column))
+                } else {
+                    cast(column, field.data_type())
+                }
+            })
+            .collect::<std::result::Result<_, _>>()
+            .map_err(|e| crate::store::store_error(super::IDENTIFIER, e))?;
+        columns.push(Arc::new(kinds));
+        RecordBatch::try_new(Arc::clone(&self.log_schema), columns)
+            .map_err(|e| crate::store::store_error(super::IDENTIFIER, e))
+    }
+}
+
+struct ChangeState {
+    scanner: fluss::client::LogScanner,
+    /// Buckets still to finish, with their end offsets (bounded reads).
+    ends: HashMap<i32, i64>,
+    bounded: bool,
+    idle: Duration,
+}

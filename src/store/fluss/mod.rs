@@ -1,0 +1,962 @@
+//! The Apache Fluss store (cargo feature `fluss`): a lake-stream table `db.t`
+//! is the Fluss table `db.t`, and Fluss's own tiering service writes it into
+//! the Paimon table `db.t`.
+//!
+//! - Attaching creates (or checks) the Fluss table with the Paimon table's
+//!   columns, primary key and buckets, gives the Paimon table the shape Fluss
+//!   tiers into (its system columns and options, see [`schema`]), and turns
+//!   `table.datalake.enabled` on.
+//! - Reads follow Fluss's own union read: the readable lake snapshot gives the
+//!   Paimon snapshot and, per bucket, the log offset tiering has reached
+//!   (exclusive); the log is read from there to the latest offset fixed now.
+//! - Writes go through fluss-rs and return once Fluss acknowledged them.
+//!
+//! fluss-rs speaks arrow 59; [`arrow_bridge`] crosses to arrow 58.
+
+mod arrow_bridge;
+mod log;
+mod options;
+mod schema;
+
+use std::collections::HashMap;
+use std::fmt;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use arrow::array::{ArrayRef, RecordBatch};
+use arrow::compute::cast;
+use arrow::datatypes::SchemaRef;
+use async_trait::async_trait;
+use fluss::client::{AppendWriter, FlussConnection, FlussTable, UpsertWriter, EARLIEST_OFFSET};
+use fluss::error::FlussError;
+use fluss::metadata::{
+    AlterConfig, AlterConfigOpType, AlterTableChanges, RowType, TableDescriptor, TableInfo,
+    TablePath,
+};
+use fluss::row::ColumnarRow;
+use fluss::rpc::message::OffsetSpec;
+use paimon::catalog::{Catalog, Identifier};
+use paimon::table::Table;
+use tokio::sync::Mutex;
+
+use self::log::{BucketRange, FlussLog};
+use self::options::FlussOptions;
+use self::schema::{FlussShape, DATALAKE_ENABLED, TIERING_COMMIT_USER};
+use super::{
+    log_arrow_schema, LakestreamStore, ScanMode, StoreContext, StoreFactory, StoreRead, WriteKind,
+};
+use crate::error::{Error, Result};
+
+pub use self::schema::SYSTEM_COLUMNS;
+
+/// The store's identifier, as catalogs name it in `lakestream.store`.
+pub const IDENTIFIER: &str = "fluss";
+
+/// What went wrong in the Fluss store, beyond reachability.
+#[derive(Debug, thiserror::Error)]
+pub enum FlussStoreError {
+    /// The Paimon table cannot be served by Fluss as it is.
+    #[error("table '{table}' cannot be a lake-stream table on Fluss: {reason}")]
+    Unsupported {
+        /// The table's full name.
+        table: String,
+        /// Why, and what to change.
+        reason: String,
+    },
+    /// The Fluss table exists but does not match the Paimon table.
+    #[error(
+        "the Fluss table '{table}' does not match the Paimon table '{table}': {reason}. Drop the \
+         Fluss table (it is recreated from the Paimon table), or change the Paimon table to match"
+    )]
+    Mismatch {
+        /// The table's full name (the same on both sides).
+        table: String,
+        /// The difference.
+        reason: String,
+    },
+    /// The cluster answered with an error.
+    #[error("Fluss at '{servers}' could not {operation} '{table}': {source}")]
+    Client {
+        /// The bootstrap servers.
+        servers: String,
+        /// What was asked.
+        operation: String,
+        /// The table's full name.
+        table: String,
+        /// fluss-rs's error.
+        source: Box<fluss::error::Error>,
+    },
+    /// Fluss tiers into another Paimon catalog than the one this store serves.
+    #[error(
+        "the Fluss cluster at '{servers}' tiers into the Paimon catalog {fluss}, but this \
+         catalog is {ours}: Fluss would write other tables than the ones read here. Start the \
+         Fluss servers with datalake.format: paimon and datalake.paimon.* pointing at this \
+         catalog (e.g. datalake.paimon.warehouse), or point the catalog at Fluss's warehouse"
+    )]
+    OtherLake {
+        /// The bootstrap servers.
+        servers: String,
+        /// What the cluster tiers into.
+        fluss: String,
+        /// What this catalog is.
+        ours: String,
+    },
+    /// A batch could not cross between the arrow versions.
+    #[error(transparent)]
+    Bridge(#[from] arrow_bridge::BridgeError),
+}
+
+impl From<FlussStoreError> for Error {
+    fn from(error: FlussStoreError) -> Self {
+        super::store_error(IDENTIFIER, error)
+    }
+}
+
+/// Creates [`FlussStore`]s from the catalog's `fluss.<key>` options.
+#[derive(Debug, Default)]
+pub struct FlussStoreFactory;
+
+#[async_trait]
+impl StoreFactory for FlussStoreFactory {
+    fn identifier(&self) -> &str {
+        IDENTIFIER
+    }
+
+    fn hidden_columns(&self) -> &[&str] {
+        &SYSTEM_COLUMNS
+    }
+
+    async fn create(&self, context: StoreContext) -> Result<Arc<dyn LakestreamStore>> {
+        let options = options::parse(&context.options)?;
+        let servers = options.bootstrap().to_string();
+        let bound = Duration::from_millis(options.config.connect_timeout_ms)
+            .min(options.request_timeout)
+            .max(Duration::from_millis(1));
+        let connection =
+            match tokio::time::timeout(bound, FlussConnection::new(options.config.clone())).await {
+                Ok(Ok(connection)) => connection,
+                Ok(Err(e)) => {
+                    return Err(Error::StoreUnavailable {
+                        store: IDENTIFIER.to_string(),
+                        reason: format!(
+                        "cannot connect to the Fluss cluster at bootstrap servers '{servers}': {}",
+                        describe(&e)
+                    ),
+                    })
+                }
+                Err(_) => {
+                    return Err(Error::StoreUnavailable {
+                        store: IDENTIFIER.to_string(),
+                        reason: format!(
+                            "the Fluss cluster at bootstrap servers '{servers}' did not answer \
+                             within {bound:?} (fluss.client.connect-timeout, \
+                             fluss.client.request-timeout)"
+                        ),
+                    })
+                }
+            };
+        Ok(Arc::new(FlussStore {
+            options,
+            connection: Arc::new(connection),
+            catalog: context.catalog,
+            lake: LakeCatalog::of_catalog(&context.catalog_options),
+            lake_checked: tokio::sync::OnceCell::new(),
+            writers: Mutex::new(HashMap::new()),
+        }))
+    }
+}
+
+/// fluss-rs errors without Rust debug noise where it has a plain message.
+fn describe(error: &fluss::error::Error) -> String {
+    match error {
+        fluss::error::Error::FlussAPIError { api_error } => api_error.message.clone(),
+        fluss::error::Error::RpcError { message, .. } => message.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// The store: one connection to a Fluss cluster, shared by its tables.
+pub struct FlussStore {
+    options: FlussOptions,
+    connection: Arc<FlussConnection>,
+    catalog: Arc<dyn Catalog>,
+    /// The Paimon catalog this store serves, to compare with Fluss's.
+    lake: LakeCatalog,
+    lake_checked: tokio::sync::OnceCell<()>,
+    writers: Mutex<HashMap<Identifier, Arc<Writer>>>,
+}
+
+/// Where a Paimon catalog keeps its tables: what Fluss's `datalake.paimon.*`
+/// server options and this crate's catalog options both describe.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct LakeCatalog {
+    metastore: String,
+    warehouse: Option<String>,
+    uri: Option<String>,
+}
+
+impl LakeCatalog {
+    fn of_catalog(options: &HashMap<String, String>) -> Self {
+        Self::new(
+            options.get("metastore").map(String::as_str),
+            options.get("warehouse").map(String::as_str),
+            options.get("uri").map(String::as_str),
+        )
+    }
+
+    fn new(metastore: Option<&str>, warehouse: Option<&str>, uri: Option<&str>) -> Self {
+        let metastore = metastore
+            .unwrap_or("filesystem")
+            .trim()
+            .to_ascii_lowercase();
+        let warehouse = warehouse.map(|w| {
+            if metastore == "filesystem" {
+                local_path(w)
+            } else {
+                w.trim().to_string()
+            }
+        });
+        Self {
+            metastore,
+            warehouse,
+            uri: uri.map(|u| u.trim().trim_end_matches('/').to_string()),
+        }
+    }
+
+    fn same_as(&self, other: &Self) -> bool {
+        self.metastore == other.metastore
+            && self.warehouse == other.warehouse
+            && (self.metastore == "filesystem" || self.uri == other.uri)
+    }
+}
+
+impl fmt::Display for LakeCatalog {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "(metastore '{}'", self.metastore)?;
+        if let Some(warehouse) = &self.warehouse {
+            write!(f, ", warehouse '{warehouse}'")?;
+        }
+        if let Some(uri) = &self.uri {
+            write!(f, ", uri '{uri}'")?;
+        }
+        write!(f, ")")
+    }
+}
+
+/// A filesystem warehouse as a comparable path: no `file:` scheme, no
+/// trailing slash, symbolic links resolved where the path exists.
+fn local_path(warehouse: &str) -> String {
+    let trimmed = warehouse.trim();
+    let path = trimmed
+        .strip_prefix("file://")
+        .or_else(|| trimmed.strip_prefix("file:"))
+        .unwrap_or(trimmed);
+    let path = if path.len() > 1 {
+        path.trim_end_matches('/')
+    } else {
+        path
+    };
+    std::fs::canonicalize(path)
+        .map(|p| p.to_string_lossy().into_owned())
+        .unwrap_or_else(|_| path.to_string())
+}
+
+impl fmt::Debug for FlussStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FlussStore")
+            .field("options", &self.options)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A table's Fluss side as one read or write sees it.
+pub(crate) struct Target {
+    pub(crate) path: TablePath,
+    /// The Paimon table's full name (the Fluss table has the same).
+    pub(crate) name: String,
+    pub(crate) servers: String,
+    pub(crate) request_timeout: Duration,
+    pub(crate) primary_key: bool,
+}
+
+impl fmt::Debug for Target {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Target")
+            .field("path", &self.path)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Target {
+    /// A fluss-rs error as the crate's: a missing table, an unreachable
+    /// cluster (named by its bootstrap servers), or a failure.
+    pub(crate) fn fluss_error(&self, operation: &str, error: fluss::error::Error) -> Error {
+        match error.api_error() {
+            Some(FlussError::TableNotExist | FlussError::DatabaseNotExist) => {
+                return Error::StoreTableMissing {
+                    store: IDENTIFIER.to_string(),
+                    table: self.name.clone(),
+                }
+            }
+            Some(FlussError::NetworkException) => {
+                return self.unavailable(operation, describe(&error))
+            }
+            _ => {}
+        }
+        match error {
+            fluss::error::Error::RpcError { .. }
+            | fluss::error::Error::IoUnexpectedError { .. } => {
+                self.unavailable(operation, describe(&error))
+            }
+            source => FlussStoreError::Client {
+                servers: self.servers.clone(),
+                operation: operation.to_string(),
+                table: self.name.clone(),
+                source: Box::new(source),
+            }
+            .into(),
+        }
+    }
+
+    pub(crate) fn unavailable(&self, operation: &str, reason: impl fmt::Display) -> Error {
+        Error::StoreUnavailable {
+            store: IDENTIFIER.to_string(),
+            reason: format!(
+                "the Fluss cluster at bootstrap servers '{}' could not {operation} '{}': {reason}",
+                self.servers, self.name
+            ),
+        }
+    }
+
+    /// Runs a fluss-rs call within the request timeout.
+    pub(crate) async fn bounded<T>(
+        &self,
+        operation: &str,
+        call: impl Future<Output = fluss::error::Result<T>>,
+    ) -> Result<T> {
+        match tokio::time::timeout(self.request_timeout, call).await {
+            Ok(result) => result.map_err(|e| self.fluss_error(operation, e)),
+            Err(_) => Err(self.unavailable(
+                operation,
+                format!(
+                    "no answer within {:?} (fluss.client.request-timeout)",
+                    self.request_timeout
+                ),
+            )),
+        }
+    }
+
+    /// Like [`Self::bounded`], for idempotent calls: retried while the cluster
+    /// answers that it is not ready yet (a new table's buckets have no
+    /// leader for a moment), within the request timeout.
+    pub(crate) async fn retrying<T, F, Fut>(&self, operation: &str, mut call: F) -> Result<T>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = fluss::error::Result<T>>,
+    {
+        let deadline = tokio::time::Instant::now() + self.request_timeout;
+        let mut pause = Duration::from_millis(50);
+        loop {
+            match tokio::time::timeout_at(deadline, call()).await {
+                Ok(Ok(value)) => return Ok(value),
+                Ok(Err(e))
+                    if is_transient(&e) && tokio::time::Instant::now() + pause < deadline =>
+                {
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(Duration::from_secs(1));
+                }
+                Ok(Err(e)) => return Err(self.fluss_error(operation, e)),
+                Err(_) => {
+                    return Err(self.unavailable(
+                        operation,
+                        format!(
+                            "no answer within {:?} (fluss.client.request-timeout)",
+                            self.request_timeout
+                        ),
+                    ))
+                }
+            }
+        }
+    }
+
+    /// The Fluss table, checked to be the one the read was planned on.
+    pub(crate) async fn table<'c>(
+        &self,
+        connection: &'c FlussConnection,
+        table_id: i64,
+    ) -> Result<FlussTable<'c>> {
+        let table = self
+            .bounded("open", connection.get_table(&self.path))
+            .await?;
+        if table.get_table_info().get_table_id() != table_id {
+            return Err(self.unavailable(
+                "read",
+                "the Fluss table was dropped and created again since the read was planned",
+            ));
+        }
+        Ok(table)
+    }
+}
+
+/// Whether a fluss-rs error says "not yet" rather than "no".
+fn is_transient(error: &fluss::error::Error) -> bool {
+    match error {
+        fluss::error::Error::FlussAPIError { api_error } => {
+            api_error.is_retriable()
+                && FlussError::for_code(api_error.code) != FlussError::NetworkException
+        }
+        // fluss-rs reports a bucket whose leader is not elected yet this way.
+        fluss::error::Error::UnexpectedError { message, .. } => message.contains("No leader"),
+        _ => false,
+    }
+}
+
+/// A cached writer of one table.
+struct Writer {
+    kind: WriterKind,
+    row_type: Arc<RowType>,
+    /// The Arrow form fluss-rs takes the rows in.
+    arrow_schema: SchemaRef,
+}
+
+enum WriterKind {
+    Append(AppendWriter),
+    Upsert(UpsertWriter),
+}
+
+impl FlussStore {
+    fn target(&self, table: &Table) -> Result<Target> {
+        let identifier = table.identifier();
+        Ok(Target {
+            path: table_path(identifier)?,
+            name: identifier.full_name(),
+            servers: self.options.bootstrap().to_string(),
+            request_timeout: self.options.request_timeout,
+            primary_key: !table.schema().primary_keys().is_empty(),
+        })
+    }
+
+    /// Checks, once per store, that the cluster tiers into Paimon and into
+    /// this very catalog: otherwise the snapshot ids Fluss reports belong to
+    /// other tables. A cluster that does not describe its configuration (no
+    /// permission) is taken at its word.
+    async fn check_lake(&self, target: &Target) -> Result<()> {
+        self.lake_checked
+            .get_or_try_init(|| async {
+                let admin = self
+                    .connection
+                    .get_admin()
+                    .map_err(|e| target.fluss_error("reach", e))?;
+                let configs = match tokio::time::timeout(
+                    target.request_timeout,
+                    admin.describe_cluster_configs(),
+                )
+                .await
+                {
+                    Ok(Ok(configs)) => configs,
+                    Ok(Err(e)) if e.api_error().is_some() => return Ok(()),
+                    Ok(Err(e)) => return Err(target.fluss_error("describe the cluster for", e)),
+                    Err(_) => {
+                        return Err(target.unavailable(
+                            "describe the cluster for",
+                            format!(
+                                "no answer within {:?} (fluss.client.request-timeout)",
+                                target.request_timeout
+                            ),
+                        ))
+                    }
+                };
+                let config = |key: &str| {
+                    configs
+                        .iter()
+                        .find(|c| c.config_key == key)
+                        .and_then(|c| c.config_value.clone())
+                };
+                let servers = self.options.bootstrap().to_string();
+                match config("datalake.format") {
+                    Some(format) if format.eq_ignore_ascii_case("paimon") => {}
+                    other => {
+                        return Err(FlussStoreError::OtherLake {
+                            servers,
+                            fluss: format!(
+                                "of no Paimon lake (datalake.format is {})",
+                                other.map_or("unset".to_string(), |f| format!("'{f}'"))
+                            ),
+                            ours: self.lake.to_string(),
+                        }
+                        .into())
+                    }
+                }
+                let fluss = LakeCatalog::new(
+                    config("datalake.paimon.metastore").as_deref(),
+                    config("datalake.paimon.warehouse").as_deref(),
+                    config("datalake.paimon.uri").as_deref(),
+                );
+                if !fluss.same_as(&self.lake) {
+                    return Err(FlussStoreError::OtherLake {
+                        servers,
+                        fluss: fluss.to_string(),
+                        ours: self.lake.to_string(),
+                    }
+                    .into());
+                }
+                Ok(())
+            })
+            .await
+            .map(|_| ())
+    }
+
+    async fn table_info(&self, target: &Target) -> Result<TableInfo> {
+        let admin = self
+            .connection
+            .get_admin()
+            .map_err(|e| target.fluss_error("reach", e))?;
+        target
+            .bounded("describe", admin.get_table_info(&target.path))
+            .await
+    }
+
+    /// Creates the Fluss table of `shape`, with tiering off until the Paimon
+    /// table has the shape Fluss checks.
+    async fn create_fluss_table(&self, target: &Target, shape: &FlussShape) -> Result<()> {
+        let admin = self
+            .connection
+            .get_admin()
+            .map_err(|e| target.fluss_error("reach", e))?;
+        target
+            .bounded(
+                "create the database of",
+                admin.create_database(target.path.database(), None, true),
+            )
+            .await?;
+        let schema = shape
+            .fluss_schema()
+            .map_err(|e| target.fluss_error("create", e))?;
+        let descriptor = TableDescriptor::builder()
+            .schema(schema)
+            .distributed_by(shape.bucket_count, shape.bucket_keys.clone())
+            .properties(
+                self.options
+                    .table_properties
+                    .clone()
+                    .into_iter()
+                    .collect::<HashMap<_, _>>(),
+            )
+            .property(DATALAKE_ENABLED, "false")
+            .comment(shape.comment.as_str())
+            .build()
+            .map_err(|e| target.fluss_error("create", e))?;
+        target
+            .bounded(
+                "create",
+                admin.create_table(&target.path, &descriptor, false),
+            )
+            .await
+    }
+
+    /// The rest of attaching, once the Fluss table exists: the Paimon
+    /// table's shape, then tiering on.
+    async fn finish_attach(&self, target: &Target, identifier: &Identifier) -> Result<()> {
+        let info = self.table_info(target).await?;
+        let enabled = info
+            .get_properties()
+            .get(DATALAKE_ENABLED)
+            .is_some_and(|v| v.eq_ignore_ascii_case("true"));
+        let paimon = self.catalog.get_table(identifier).await?;
+        let options = schema::expected_paimon_options(&info, enabled);
+        let changes = schema::paimon_changes(&paimon, &options)?;
+        if !changes.is_empty() {
+            self.catalog.alter_table(identifier, changes, false).await?;
+        }
+        if !enabled {
+            let admin = self
+                .connection
+                .get_admin()
+                .map_err(|e| target.fluss_error("reach", e))?;
+            let changes = AlterTableChanges {
+                config_changes: vec![AlterConfig::new(
+                    DATALAKE_ENABLED,
+                    Some("true".to_string()),
+                    AlterConfigOpType::Set,
+                )],
+                ..Default::default()
+            };
+            target
+                .bounded(
+                    "turn tiering on for",
+                    admin.alter_table(&target.path, false, changes),
+                )
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// The Paimon snapshot to read when Fluss has tiered nothing readable
+    /// yet: the newest one its tiering did not commit (the table as it was
+    /// promoted), or none.
+    async fn base_snapshot(&self, table: &Table) -> Result<Option<i64>> {
+        let snapshots = table.snapshot_manager();
+        let Some(mut snapshot) = snapshots.get_latest_snapshot().await? else {
+            return Ok(None);
+        };
+        while snapshot.commit_user() == TIERING_COMMIT_USER {
+            let previous = snapshot.id() - 1;
+            match snapshots.earliest_snapshot_id().await? {
+                Some(earliest) if previous >= earliest => {
+                    snapshot = snapshots.get_snapshot(previous).await?;
+                }
+                _ => return Ok(None),
+            }
+        }
+        Ok(Some(snapshot.id()))
+    }
+
+    /// Upserts the Paimon table's rows into a new Fluss primary-key table.
+    /// Fluss keeps a table's current rows by key and derives its changes
+    /// from them: a key it does not hold cannot be deleted or updated, and
+    /// its tiering would never remove it from Paimon. A table promoted in
+    /// place therefore starts with Paimon's rows in Fluss too.
+    async fn load_paimon_rows(&self, table: &Table, target: &Target) -> Result<()> {
+        if table
+            .snapshot_manager()
+            .get_latest_snapshot_id()
+            .await?
+            .is_none()
+        {
+            return Ok(());
+        }
+        let columns: Vec<String> = schema::user_fields(table)
+            .iter()
+            .map(|f| f.name().to_string())
+            .collect();
+        let provider = paimon_datafusion::PaimonTableProvider::try_new(table.clone())?;
+        let session = datafusion::prelude::SessionContext::new();
+        let frame = session
+            .read_table(Arc::new(provider))?
+            .select_columns(&columns.iter().map(String::as_str).collect::<Vec<_>>())?;
+        let mut rows = frame.execute_stream().await?;
+        let writer = self.writer(table, target).await?;
+        while let Some(batch) = futures::StreamExt::next(&mut rows).await {
+            self.send(target, &writer, WriteKind::Upsert, vec![batch?])
+                .await?;
+        }
+        Ok(())
+    }
+
+    async fn writer(&self, table: &Table, target: &Target) -> Result<Arc<Writer>> {
+        let mut writers = self.writers.lock().await;
+        if let Some(writer) = writers.get(table.identifier()) {
+            return Ok(Arc::clone(writer));
+        }
+        let shape = FlussShape::of(table)?;
+        let fluss_table = target
+            .bounded("open", self.connection.get_table(&target.path))
+            .await?;
+        let info = fluss_table.get_table_info();
+        if let Some(reason) = shape.mismatch(info) {
+            return Err(FlussStoreError::Mismatch {
+                table: target.name.clone(),
+                reason,
+            }
+            .into());
+        }
+        let kind = if target.primary_key {
+            WriterKind::Upsert(
+                fluss_table
+                    .new_upsert()
+                    .and_then(|u| u.create_writer())
+                    .map_err(|e| target.fluss_error("write", e))?,
+            )
+        } else {
+            WriterKind::Append(
+                fluss_table
+                    .new_append()
+                    .and_then(|a| a.create_writer())
+                    .map_err(|e| target.fluss_error("write", e))?,
+            )
+        };
+        let arrow_schema =
+            schema::fluss_arrow_schema(&shape).map_err(|reason| FlussStoreError::Unsupported {
+                table: target.name.clone(),
+                reason,
+            })?;
+        let writer = Arc::new(Writer {
+            kind,
+            row_type: Arc::new(info.get_row_type().clone()),
+            arrow_schema,
+        });
+        writers.insert(table.identifier().clone(), Arc::clone(&writer));
+        Ok(writer)
+    }
+
+    async fn forget_writer(&self, identifier: &Identifier) {
+        self.writers.lock().await.remove(identifier);
+    }
+
+    /// Queues `batches` on `writer` and waits until Fluss acknowledged every row.
+    async fn send(
+        &self,
+        target: &Target,
+        writer: &Writer,
+        kind: WriteKind,
+        batches: Vec<RecordBatch>,
+    ) -> Result<u64> {
+        let mut pending = Vec::new();
+        let mut rows = 0u64;
+        for batch in batches {
+            if batch.num_rows() == 0 {
+                continue;
+            }
+            rows += batch.num_rows() as u64;
+            let batch = arrow_bridge::to_arrow59(&conform(&batch, &writer.arrow_schema)?)
+                .map_err(FlussStoreError::from)?;
+            match (&writer.kind, kind) {
+                (WriterKind::Append(append), WriteKind::Append) => pending.push(
+                    append
+                        .append_arrow_batch(batch)
+                        .map_err(|e| target.fluss_error("write", e))?,
+                ),
+                (WriterKind::Upsert(upsert), WriteKind::Upsert | WriteKind::Delete) => {
+                    let count = batch.num_rows();
+                    let mut row =
+                        ColumnarRow::new(Arc::new(batch), Arc::clone(&writer.row_type), 0, None)
+                            .map_err(|e| target.fluss_error("write", e))?;
+                    for i in 0..count {
+                        row.set_row_id(i);
+                        let queued = if kind == WriteKind::Delete {
+                            upsert.delete(&row)
+                        } else {
+                            upsert.upsert(&row)
+                        };
+                        pending.push(queued.map_err(|e| target.fluss_error("write", e))?);
+                    }
+                }
+                _ => {
+                    return Err(Error::Internal(format!(
+                        "{kind:?} does not fit the Fluss table '{}'",
+                        target.name
+                    )))
+                }
+            }
+        }
+        // Send now rather than when the batch timeout fires; each row's own
+        // future then says whether Fluss acknowledged it.
+        let flush = async {
+            match &writer.kind {
+                WriterKind::Append(append) => append.flush().await,
+                WriterKind::Upsert(upsert) => upsert.flush().await,
+            }
+        };
+        target.bounded("write", flush).await?;
+        target
+            .bounded("write", futures::future::try_join_all(pending))
+            .await?;
+        Ok(rows)
+    }
+}
+
+/// A batch in the Arrow types fluss-rs takes for the table's columns.
+fn conform(batch: &RecordBatch, schema: &SchemaRef) -> Result<RecordBatch> {
+    let columns = batch
+        .columns()
+        .iter()
+        .zip(schema.fields())
+        .map(|(column, field)| {
+            if column.data_type() == field.data_type() {
+                Ok(Arc::clone(column))
+            } else {
+                cast(column, field.data_type())
+            }
+        })
+        .collect::<std::result::Result<Vec<ArrayRef>, _>>()
+        .map_err(|e| super::store_error(IDENTIFIER, e))?;
+    // Nullability follows the data: fluss-rs checks NOT NULL columns itself.
+    let fields: Vec<arrow::datatypes::Field> = schema
+        .fields()
+        .iter()
+        .map(|f| f.as_ref().clone().with_nullable(true))
+        .collect();
+    RecordBatch::try_new(Arc::new(arrow::datatypes::Schema::new(fields)), columns)
+        .map_err(|e| super::store_error(IDENTIFIER, e))
+}
+
+/// The Fluss table path of a Paimon table: the same database and name.
+fn table_path(identifier: &Identifier) -> Result<TablePath> {
+    for name in [identifier.database(), identifier.object()] {
+        if let Some(problem) = TablePath::detect_invalid_name(name) {
+            return Err(FlussStoreError::Unsupported {
+                table: identifier.full_name(),
+                reason: format!("Fluss rejects the name '{name}': {problem}"),
+            }
+            .into());
+        }
+    }
+    Ok(TablePath::new(identifier.database(), identifier.object()))
+}
+
+#[async_trait]
+impl LakestreamStore for FlussStore {
+    fn identifier(&self) -> &str {
+        IDENTIFIER
+    }
+
+    async fn attach_table(&self, table: &Table) -> Result<()> {
+        let target = self.target(table)?;
+        let shape = FlussShape::of(table)?;
+        self.check_lake(&target).await?;
+        let created = match self.table_info(&target).await {
+            Ok(info) => {
+                if let Some(reason) = shape.mismatch(&info) {
+                    return Err(FlussStoreError::Mismatch {
+                        table: target.name.clone(),
+                        reason,
+                    }
+                    .into());
+                }
+                false
+            }
+            Err(Error::StoreTableMissing { .. }) => {
+                self.create_fluss_table(&target, &shape).await?;
+                true
+            }
+            Err(e) => return Err(e),
+        };
+        let finished = async {
+            if created && target.primary_key {
+                self.load_paimon_rows(table, &target).await?;
+            }
+            self.finish_attach(&target, table.identifier()).await
+        }
+        .await;
+        if finished.is_err() && created {
+            // Best effort: a half-attached table must not pin a schema for the
+            // next attempt. The attach error is the one to report.
+            if let Ok(admin) = self.connection.get_admin() {
+                let _ = target
+                    .bounded("drop", admin.drop_table(&target.path, true))
+                    .await;
+            }
+        }
+        self.forget_writer(table.identifier()).await;
+        finished
+    }
+
+    async fn drop_table(&self, identifier: &Identifier) -> Result<()> {
+        self.forget_writer(identifier).await;
+        let target = Target {
+            path: table_path(identifier)?,
+            name: identifier.full_name(),
+            servers: self.options.bootstrap().to_string(),
+            request_timeout: self.options.request_timeout,
+            primary_key: false,
+        };
+        let admin = self
+            .connection
+            .get_admin()
+            .map_err(|e| target.fluss_error("reach", e))?;
+        match target
+            .bounded("drop", admin.drop_table(&target.path, true))
+            .await
+        {
+            Err(Error::StoreTableMissing { .. }) | Ok(()) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn plan_read(&self, table: &Table, _mode: ScanMode) -> Result<StoreRead> {
+        let target = Arc::new(self.target(table)?);
+        let shape = FlussShape::of(table)?;
+        self.check_lake(&target).await?;
+        let info = self.table_info(&target).await?;
+        if let Some(reason) = shape.mismatch(&info) {
+            return Err(FlussStoreError::Mismatch {
+                table: target.name.clone(),
+                reason,
+            }
+            .into());
+        }
+        let admin = self
+            .connection
+            .get_admin()
+            .map_err(|e| target.fluss_error("reach", e))?;
+        let lake = match tokio::time::timeout(
+            target.request_timeout,
+            admin.get_lake_snapshot(&target.path, None, Some(true)),
+        )
+        .await
+        {
+            Ok(Ok(snapshot)) => Some(snapshot),
+            Ok(Err(e)) if e.api_error() == Some(FlussError::LakeSnapshotNotExist) => None,
+            Ok(Err(e)) => return Err(target.fluss_error("find the tiered snapshot of", e)),
+            Err(_) => {
+                return Err(target.unavailable(
+                    "find the tiered snapshot of",
+                    format!(
+                        "no answer within {:?} (fluss.client.request-timeout)",
+                        target.request_timeout
+                    ),
+                ))
+            }
+        };
+        let buckets: Vec<i32> = (0..info.get_num_buckets()).collect();
+        let ends = target
+            .retrying("find the latest offsets of", || {
+                admin.list_offsets(&target.path, &buckets, OffsetSpec::Latest)
+            })
+            .await?;
+        let (snapshot_id, tiered): (Option<i64>, HashMap<i32, i64>) = match &lake {
+            Some(lake) => (
+                Some(lake.snapshot_id),
+                lake.bucket_snapshots
+                    .iter()
+                    .filter(|b| b.partition_id.is_none())
+                    .filter_map(|b| b.log_offset.map(|o| (b.bucket_id, o)))
+                    .collect(),
+            ),
+            None => (self.base_snapshot(table).await?, HashMap::new()),
+        };
+        let ranges = buckets
+            .iter()
+            .map(|bucket| BucketRange {
+                bucket: *bucket,
+                start: tiered
+                    .get(bucket)
+                    .copied()
+                    .filter(|o| *o >= 0)
+                    .unwrap_or(EARLIEST_OFFSET),
+                end: ends.get(bucket).copied().unwrap_or(0),
+            })
+            .collect();
+        Ok(StoreRead {
+            snapshot_id,
+            log: Arc::new(FlussLog {
+                target,
+                connection: Arc::clone(&self.connection),
+                table_id: info.get_table_id(),
+                ranges,
+                log_schema: log_arrow_schema(table)?,
+            }),
+        })
+    }
+
+    async fn write(
+        &self,
+        table: &Table,
+        kind: WriteKind,
+        batches: Vec<RecordBatch>,
+    ) -> Result<u64> {
+        let target = self.target(table)?;
+        let writer = self.writer(table, &target).await?;
+        let result = self.send(&target, &writer, kind, batches).await;
+        if result.is_err() {
+            // The next write opens the table afresh (it may have been dropped
+            // and created again, or the writer may be broken).
+            self.forget_writer(table.identifier()).await;
+        }
+        result
+    }
+}
+
+#[cfg(test)]
+mod tests;
