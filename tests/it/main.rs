@@ -2,6 +2,8 @@ mod catalog_api;
 mod cli;
 mod crash;
 mod embed;
+#[cfg(feature = "fluss")]
+mod fluss;
 mod local_store;
 mod memory_store;
 mod rest_server;

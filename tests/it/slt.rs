@@ -37,6 +37,12 @@ pub trait StoreHarness: Send + Sync {
 
     async fn open(&self, warehouse: &TestWarehouse, condition: StoreCondition)
         -> LakeStreamContext;
+
+    /// The warehouse a file runs against: a fresh one, unless the store
+    /// tiers into a warehouse of its own (Fluss's cluster).
+    async fn warehouse(&self, kind: CatalogKind) -> TestWarehouse {
+        TestWarehouse::new(kind).await
+    }
 }
 
 /// The in-memory test store.
@@ -239,7 +245,10 @@ fn rows(batches: &[RecordBatch]) -> Result<Vec<Vec<String>>, DataFusionError> {
 /// Runs `sql-tests/<file>` against a fresh warehouse of `kind`, whose catalog
 /// names the store of `harness` (or no store).
 pub async fn run_file(file: &str, kind: CatalogKind, harness: Option<Arc<dyn StoreHarness>>) {
-    let warehouse = Arc::new(TestWarehouse::new(kind).await);
+    let warehouse = Arc::new(match &harness {
+        Some(harness) => harness.warehouse(kind).await,
+        None => TestWarehouse::new(kind).await,
+    });
     let ctx = Arc::new(match &harness {
         Some(harness) => harness.open(&warehouse, StoreCondition::Reachable).await,
         None => warehouse.context_with(&[]).await,

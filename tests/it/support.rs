@@ -55,6 +55,20 @@ impl TestWarehouse {
         }
     }
 
+    /// A filesystem catalog over a warehouse someone else owns (a store's
+    /// cluster tiers into it); it is left in place when dropped.
+    pub fn existing(warehouse: &std::path::Path) -> Self {
+        Self {
+            _dir: tempfile::tempdir().expect("temporary directory"),
+            memory: Arc::new(MemoryStoreFactory::default()),
+            options: HashMap::from([(
+                "warehouse".to_string(),
+                warehouse.to_string_lossy().into_owned(),
+            )]),
+            _server: None,
+        }
+    }
+
     /// The temporary directory everything of this warehouse lives in.
     pub fn path(&self) -> &std::path::Path {
         self._dir.path()

@@ -1,0 +1,757 @@
+//! The Fluss store against a real Fluss 0.9.1 cluster, started from the jars
+//! on Maven Central by `scripts/fluss-cluster.sh` (Java 17 and Maven needed).
+//!
+//! One cluster serves every test of this binary run: it starts on first use,
+//! and a watchdog process stops it once the test process has exited (also
+//! after a panic or a kill). Tests use table names of their own.
+//!
+//! The end-to-end tiering test runs Fluss's own tiering service (a Flink job)
+//! on a cluster of its own (`LAKESTREAM_FLUSS_TIERING=0` skips it).
+
+use std::collections::HashMap;
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use datafusion::arrow::array::RecordBatch;
+use datafusion::arrow::util::display::array_value_to_string;
+use fluss::client::FlussConnection;
+use fluss::config::Config;
+use fluss::metadata::{DataTypes, Schema, TableDescriptor, TablePath};
+use paimon_lakestream::LakeStreamContext;
+
+use crate::slt::{StoreCondition, StoreHarness};
+use crate::support::{CatalogKind, TestWarehouse};
+
+/// A running cluster: its address and the Paimon warehouse it tiers into.
+struct Cluster {
+    bootstrap: String,
+    warehouse: PathBuf,
+    state_file: PathBuf,
+}
+
+fn script() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/fluss-cluster.sh")
+}
+
+impl Cluster {
+    /// Starts a cluster whose state is recorded under `dir`, stopped by a
+    /// watchdog when this process exits.
+    fn start(dir: &Path) -> Result<Self, String> {
+        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        let state_file = dir.join("cluster.state");
+        let output = Command::new(script())
+            .arg("start")
+            .env("FLUSS_STATE_FILE", &state_file)
+            // The coordinator checks Paimon tables our catalog changes
+            // underneath it: no cached copies.
+            .env("FLUSS_EXTRA_CONFIG", "datalake.paimon.cache-enabled: false")
+            .stdin(Stdio::null())
+            .stderr(Stdio::inherit())
+            .output()
+            .map_err(|e| format!("cannot run {}: {e}", script().display()))?;
+        // Whatever happened, the watchdog stops what was started.
+        spawn_watchdog(&state_file, dir);
+        if !output.status.success() {
+            return Err(format!(
+                "scripts/fluss-cluster.sh start failed ({}); see its output above",
+                output.status
+            ));
+        }
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        let bootstrap = stdout
+            .lines()
+            .last()
+            .map(str::trim)
+            .filter(|l| !l.is_empty())
+            .ok_or("scripts/fluss-cluster.sh start printed no address")?
+            .to_string();
+        let state = std::fs::read_to_string(&state_file)
+            .map_err(|e| format!("{}: {e}", state_file.display()))?;
+        let warehouse = state
+            .lines()
+            .find_map(|l| l.strip_prefix("WAREHOUSE="))
+            .map(|w| PathBuf::from(w.trim_matches('\'')))
+            .ok_or("the cluster's state file names no warehouse")?;
+        Ok(Self {
+            bootstrap,
+            warehouse,
+            state_file,
+        })
+    }
+
+    fn run(&self, command: &str) -> Result<(), String> {
+        let status = Command::new(script())
+            .arg(command)
+            .env("FLUSS_STATE_FILE", &self.state_file)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .status()
+            .map_err(|e| e.to_string())?;
+        if status.success() {
+            Ok(())
+        } else {
+            Err(format!(
+                "scripts/fluss-cluster.sh {command} failed: {status}"
+            ))
+        }
+    }
+
+    /// Fluss's client, for setting up the Fluss side by hand.
+    async fn connection(&self) -> FlussConnection {
+        let config = Config {
+            bootstrap_servers: self.bootstrap.clone(),
+            ..Config::default()
+        };
+        FlussConnection::new(config)
+            .await
+            .expect("connect to the test cluster")
+    }
+}
+
+/// `scripts/fluss-cluster.sh stop` once this process is gone, from a process
+/// of its own session, so neither a panic nor Ctrl-C leaves JVMs behind.
+fn spawn_watchdog(state_file: &Path, dir: &Path) {
+    let watch = format!(
+        "while kill -0 {pid} 2>/dev/null; do sleep 1; done; \
+         FLUSS_STATE_FILE='{state}' '{script}' stop >/dev/null 2>&1; rm -rf '{dir}'",
+        pid = std::process::id(),
+        state = state_file.display(),
+        script = script().display(),
+        dir = dir.display(),
+    );
+    let mut command = if Path::new("/usr/bin/setsid").exists() {
+        let mut c = Command::new("/usr/bin/setsid");
+        c.arg("sh");
+        c
+    } else {
+        Command::new("sh")
+    };
+    let spawned = command
+        .arg("-c")
+        .arg(watch)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn();
+    if let Err(e) = spawned {
+        eprintln!("cannot start the Fluss cluster watchdog: {e}; stop the cluster by hand");
+    }
+}
+
+/// The cluster of this test process.
+fn cluster() -> &'static Cluster {
+    static CLUSTER: OnceLock<Result<Cluster, String>> = OnceLock::new();
+    let started = CLUSTER.get_or_init(|| {
+        let dir =
+            std::env::temp_dir().join(format!("paimon-lakestream-fluss-{}", std::process::id()));
+        Cluster::start(&dir)
+    });
+    match started {
+        Ok(cluster) => cluster,
+        Err(e) => panic!("no Fluss cluster for the test: {e}"),
+    }
+}
+
+/// A closed loopback port: connecting to it is refused at once.
+fn closed_port() -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind a loopback port");
+    let address = listener.local_addr().expect("local address");
+    drop(listener);
+    address.to_string()
+}
+
+/// Opens contexts on the cluster's warehouse whose catalog names the Fluss store.
+pub struct FlussHarness {
+    bootstrap: String,
+    warehouse: PathBuf,
+    extra: Vec<(String, String)>,
+}
+
+impl FlussHarness {
+    fn on(cluster: &Cluster) -> Self {
+        Self {
+            bootstrap: cluster.bootstrap.clone(),
+            warehouse: cluster.warehouse.clone(),
+            extra: Vec::new(),
+        }
+    }
+
+    fn with(mut self, key: &str, value: &str) -> Self {
+        self.extra.push((key.to_string(), value.to_string()));
+        self
+    }
+}
+
+#[async_trait]
+impl StoreHarness for FlussHarness {
+    fn identifier(&self) -> &str {
+        "fluss"
+    }
+
+    async fn warehouse(&self, _kind: CatalogKind) -> TestWarehouse {
+        TestWarehouse::existing(&self.warehouse)
+    }
+
+    async fn open(
+        &self,
+        warehouse: &TestWarehouse,
+        condition: StoreCondition,
+    ) -> LakeStreamContext {
+        let bootstrap = match condition {
+            StoreCondition::Reachable => self.bootstrap.clone(),
+            // A silent cluster and a closed port fail the same way here:
+            // within the client's timeouts, naming the servers.
+            StoreCondition::Unreachable | StoreCondition::Slow => closed_port(),
+        };
+        let mut options: Vec<(&str, &str)> = vec![
+            ("lakestream.store", "fluss"),
+            ("fluss.bootstrap.servers", &bootstrap),
+            ("fluss.client.connect-timeout", "2s"),
+            ("fluss.client.request-timeout", "20s"),
+        ];
+        if condition != StoreCondition::Reachable {
+            options.push(("lakestream.timeout", "5s"));
+        }
+        options.extend(self.extra.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+        warehouse.context_with(&options).await
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn conformance_fluss() {
+    let cluster = tokio::task::spawn_blocking(cluster)
+        .await
+        .expect("cluster start");
+    crate::slt::conformance(Arc::new(FlussHarness::on(cluster))).await;
+}
+
+async fn query(ctx: &LakeStreamContext, sql: &str) -> datafusion::error::Result<Vec<RecordBatch>> {
+    // Boxed: planning futures are large in debug builds, and a test body
+    // awaiting many of them would otherwise overflow the test thread's stack.
+    Box::pin(async { ctx.sql(sql).await?.collect().await }).await
+}
+
+async fn run(ctx: &LakeStreamContext, sql: &str) -> Vec<RecordBatch> {
+    match query(ctx, sql).await {
+        Ok(batches) => batches,
+        Err(e) => panic!("{sql}: {e}"),
+    }
+}
+
+async fn fails(ctx: &LakeStreamContext, sql: &str) -> String {
+    match query(ctx, sql).await {
+        Ok(_) => panic!("{sql}: expected an error"),
+        Err(e) => e.to_string(),
+    }
+}
+
+/// The rows of a result as `a|b|c` lines, sorted.
+fn lines(batches: &[RecordBatch]) -> Vec<String> {
+    let mut out = Vec::new();
+    for batch in batches {
+        for row in 0..batch.num_rows() {
+            let cells: Vec<String> = batch
+                .columns()
+                .iter()
+                .map(|c| array_value_to_string(c, row).unwrap_or_else(|e| e.to_string()))
+                .collect();
+            out.push(cells.join("|"));
+        }
+    }
+    out.sort();
+    out
+}
+
+async fn open(
+    harness: &FlussHarness,
+    condition: StoreCondition,
+) -> (TestWarehouse, LakeStreamContext) {
+    let warehouse = harness.warehouse(CatalogKind::Filesystem).await;
+    let ctx = harness.open(&warehouse, condition).await;
+    (warehouse, ctx)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fluss_tables_match_paimon_and_hide_system_columns() {
+    let cluster = tokio::task::spawn_blocking(cluster).await.expect("cluster");
+    let (_w, ctx) = open(&FlussHarness::on(cluster), StoreCondition::Reachable).await;
+    run(
+        &ctx,
+        "CREATE TABLE fx_shape (k INT NOT NULL, v STRING, n BIGINT, PRIMARY KEY (k)) \
+               WITH ('bucket' = '2')",
+    )
+    .await;
+    run(&ctx, "INSERT INTO fx_shape VALUES (1, 'paimon', 10)").await;
+    run(
+        &ctx,
+        "ALTER TABLE fx_shape SET TBLPROPERTIES ('lakestream.enabled' = 'true')",
+    )
+    .await;
+
+    // The Fluss table: same columns, key and buckets, tiering on.
+    let connection = cluster.connection().await;
+    let admin = connection.get_admin().expect("admin");
+    let info = admin
+        .get_table_info(&TablePath::new("default", "fx_shape"))
+        .await
+        .expect("the Fluss table exists");
+    assert_eq!(info.get_row_type().get_field_names(), vec!["k", "v", "n"]);
+    assert_eq!(info.get_primary_keys(), &vec!["k".to_string()]);
+    assert_eq!(info.get_num_buckets(), 2);
+    assert_eq!(
+        info.get_properties()
+            .get("table.datalake.enabled")
+            .map(String::as_str),
+        Some("true")
+    );
+
+    // The Paimon table carries Fluss's system columns, but t and t$rt show
+    // the table's own columns, and INSERT takes them.
+    let catalog = paimon::CatalogFactory::create(paimon::Options::from_map(HashMap::from([(
+        "warehouse".to_string(),
+        cluster.warehouse.to_string_lossy().into_owned(),
+    )])))
+    .await
+    .expect("paimon catalog");
+    let paimon_table = catalog
+        .get_table(&paimon::catalog::Identifier::new("default", "fx_shape"))
+        .await
+        .expect("paimon table");
+    let names: Vec<&str> = paimon_table
+        .schema()
+        .fields()
+        .iter()
+        .map(|f| f.name())
+        .collect();
+    assert_eq!(
+        names,
+        vec!["k", "v", "n", "__bucket", "__offset", "__timestamp"]
+    );
+    run(&ctx, "INSERT INTO fx_shape VALUES (2, 'fluss', 20)").await;
+    assert_eq!(
+        lines(&run(&ctx, "SELECT * FROM fx_shape").await),
+        vec!["1|paimon|10"]
+    );
+    assert_eq!(
+        lines(&run(&ctx, "SELECT * FROM fx_shape$rt").await),
+        vec!["1|paimon|10", "2|fluss|20"]
+    );
+    let columns = lines(
+        &run(
+            &ctx,
+            "SELECT column_name FROM information_schema.columns WHERE table_name = 'fx_shape'",
+        )
+        .await,
+    );
+    assert_eq!(columns, vec!["k", "n", "v"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fluss_table_that_does_not_match_is_an_error() {
+    let cluster = tokio::task::spawn_blocking(cluster).await.expect("cluster");
+    let connection = cluster.connection().await;
+    let admin = connection.get_admin().expect("admin");
+    admin
+        .create_database("default", None, true)
+        .await
+        .expect("database");
+    // Fluss tables made by hand, unlike the Paimon tables below.
+    let wrong_type = Schema::builder()
+        .column("id", DataTypes::bigint())
+        .build()
+        .expect("schema");
+    let descriptor = TableDescriptor::builder()
+        .schema(wrong_type)
+        .build()
+        .expect("descriptor");
+    admin
+        .create_table(&TablePath::new("default", "fx_types"), &descriptor, false)
+        .await
+        .expect("fluss table");
+    let one_bucket = Schema::builder()
+        .column("k", DataTypes::int().as_non_nullable())
+        .column("v", DataTypes::string())
+        .primary_key(vec!["k"])
+        .expect("key")
+        .build()
+        .expect("schema");
+    let descriptor = TableDescriptor::builder()
+        .schema(one_bucket)
+        .distributed_by(Some(1), vec![])
+        .build()
+        .expect("descriptor");
+    admin
+        .create_table(&TablePath::new("default", "fx_buckets"), &descriptor, false)
+        .await
+        .expect("fluss table");
+
+    let (_w, ctx) = open(&FlussHarness::on(cluster), StoreCondition::Reachable).await;
+    let error = fails(
+        &ctx,
+        "CREATE TABLE fx_types (id INT) WITH ('lakestream.enabled' = 'true')",
+    )
+    .await;
+    assert!(error.contains("does not match"), "{error}");
+    assert!(
+        error.contains("id BIGINT") || error.contains("id: BIGINT") || error.contains("BIGINT"),
+        "{error}"
+    );
+    // Nothing half-made: the Paimon table is gone again.
+    let tables = lines(&run(&ctx, "SHOW TABLES").await);
+    assert!(!tables.iter().any(|t| t.contains("fx_types")), "{tables:?}");
+
+    run(
+        &ctx,
+        "CREATE TABLE fx_buckets (k INT NOT NULL, v STRING, PRIMARY KEY (k)) \
+               WITH ('bucket' = '2')",
+    )
+    .await;
+    let error = fails(
+        &ctx,
+        "ALTER TABLE fx_buckets SET TBLPROPERTIES ('lakestream.enabled' = 'true')",
+    )
+    .await;
+    assert!(error.contains("1 buckets"), "{error}");
+    assert!(error.contains("'bucket' = '2'"), "{error}");
+
+    // A primary-key table needs fixed buckets, and VARCHAR(n) has no Fluss type.
+    run(
+        &ctx,
+        "CREATE TABLE fx_dynamic (k INT NOT NULL, PRIMARY KEY (k))",
+    )
+    .await;
+    let error = fails(
+        &ctx,
+        "ALTER TABLE fx_dynamic SET TBLPROPERTIES ('lakestream.enabled' = 'true')",
+    )
+    .await;
+    assert!(error.contains("fixed bucket count"), "{error}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_catalog_fluss_does_not_tier_into_is_refused() {
+    let cluster = tokio::task::spawn_blocking(cluster).await.expect("cluster");
+    let harness = FlussHarness::on(cluster);
+    // A warehouse of its own, not the one the cluster tiers into.
+    let elsewhere = TestWarehouse::new(CatalogKind::Filesystem).await;
+    let ctx = harness.open(&elsewhere, StoreCondition::Reachable).await;
+    let error = fails(
+        &ctx,
+        "CREATE TABLE fx_elsewhere (id INT) WITH ('lakestream.enabled' = 'true')",
+    )
+    .await;
+    assert!(error.contains("tiers into the Paimon catalog"), "{error}");
+    assert!(
+        error.contains(&*cluster.warehouse.to_string_lossy()),
+        "{error}"
+    );
+    let tables = lines(&run(&ctx, "SHOW TABLES").await);
+    assert!(
+        !tables.iter().any(|t| t.contains("fx_elsewhere")),
+        "{tables:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_fluss_table_is_named() {
+    let cluster = tokio::task::spawn_blocking(cluster).await.expect("cluster");
+    let (_w, ctx) = open(&FlussHarness::on(cluster), StoreCondition::Reachable).await;
+    run(
+        &ctx,
+        "CREATE TABLE fx_gone (id INT) WITH ('lakestream.enabled' = 'true')",
+    )
+    .await;
+    run(&ctx, "INSERT INTO fx_gone VALUES (1)").await;
+    let connection = cluster.connection().await;
+    connection
+        .get_admin()
+        .expect("admin")
+        .drop_table(&TablePath::new("default", "fx_gone"), false)
+        .await
+        .expect("drop the Fluss table");
+    let error = fails(&ctx, "SELECT * FROM fx_gone$rt").await;
+    assert!(error.contains("'fluss'"), "{error}");
+    assert!(error.contains("default.fx_gone"), "{error}");
+    // Turning the mode on again attaches a new Fluss table.
+    run(
+        &ctx,
+        "ALTER TABLE fx_gone SET TBLPROPERTIES ('lakestream.enabled' = 'true')",
+    )
+    .await;
+    assert_eq!(
+        lines(&run(&ctx, "SELECT * FROM fx_gone$rt").await),
+        Vec::<String>::new()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreachable_cluster_is_named_and_leaves_the_catalog_working() {
+    let cluster = tokio::task::spawn_blocking(cluster).await.expect("cluster");
+    let harness = FlussHarness::on(cluster);
+    let (warehouse, ctx) = open(&harness, StoreCondition::Reachable).await;
+    run(
+        &ctx,
+        "CREATE TABLE fx_down (id INT) WITH ('lakestream.enabled' = 'true')",
+    )
+    .await;
+    let down = harness.open(&warehouse, StoreCondition::Unreachable).await;
+    for sql in ["SELECT * FROM fx_down$rt", "INSERT INTO fx_down VALUES (1)"] {
+        let error = fails(&down, sql).await;
+        assert!(error.contains("is not available"), "{sql}: {error}");
+        assert!(
+            error.contains("bootstrap servers '127.0.0.1:"),
+            "{sql}: {error}"
+        );
+    }
+    run(&down, "SELECT * FROM fx_down").await;
+    run(&down, "SHOW CREATE TABLE fx_down").await;
+    run(
+        &down,
+        "ALTER TABLE fx_down SET TBLPROPERTIES ('lakestream.enabled' = 'false')",
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn options_are_checked_and_secrets_stay_hidden() {
+    let cluster = tokio::task::spawn_blocking(cluster).await.expect("cluster");
+    let secret = "n0t-for-your-eyes";
+    let harness = FlussHarness::on(cluster)
+        .with("fluss.client.security.sasl.password", secret)
+        .with("fluss.client.security.sasl.username", "someone");
+    let (warehouse, ctx) = open(&harness, StoreCondition::Reachable).await;
+    run(
+        &ctx,
+        "CREATE TABLE fx_secret (id INT) WITH ('lakestream.enabled' = 'true')",
+    )
+    .await;
+    run(&ctx, "INSERT INTO fx_secret VALUES (1)").await;
+    for sql in [
+        "SHOW CREATE TABLE fx_secret",
+        "SELECT * FROM fx_secret$options",
+    ] {
+        let text = lines(&run(&ctx, sql).await).join("\n");
+        assert!(!text.contains(secret), "{sql}: {text}");
+    }
+
+    let unknown = FlussHarness::on(cluster).with("fluss.client.writer.bogus", secret);
+    let ctx = unknown.open(&warehouse, StoreCondition::Reachable).await;
+    let error = fails(&ctx, "SELECT * FROM fx_secret$rt").await;
+    assert!(error.contains("fluss.client.writer.bogus"), "{error}");
+    assert!(error.contains("client.request-timeout"), "{error}");
+
+    let bad_secret = FlussHarness::on(cluster)
+        .with("fluss.client.security.protocol", "SASL")
+        .with("fluss.client.security.sasl.jaas.config", secret);
+    let ctx = bad_secret.open(&warehouse, StoreCondition::Reachable).await;
+    let error = fails(&ctx, "SELECT * FROM fx_secret$rt").await;
+    assert!(error.contains("jaas.config"), "{error}");
+    assert!(!error.contains(secret), "{error}");
+}
+
+/// Waits until `sql` returns `expected`, polling; fails after `patience`.
+async fn eventually(ctx: &LakeStreamContext, sql: &str, expected: &[&str], patience: Duration) {
+    let deadline = Instant::now() + patience;
+    loop {
+        let got = lines(&run(ctx, sql).await);
+        if got == expected {
+            return;
+        }
+        if Instant::now() > deadline {
+            panic!("{sql}: still {got:?} after {patience:?}, expected {expected:?}");
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+/// Fluss's own tiering service (a Flink job) moves the store's rows into the
+/// Paimon tables. It runs on a cluster of its own, so no other test sees
+/// tiering; `LAKESTREAM_FLUSS_TIERING=0` skips it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tiering_end_to_end() {
+    if std::env::var("LAKESTREAM_FLUSS_TIERING").as_deref() == Ok("0") {
+        eprintln!("tiering_end_to_end: skipped (LAKESTREAM_FLUSS_TIERING=0)");
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!(
+        "paimon-lakestream-fluss-tiering-{}",
+        std::process::id()
+    ));
+    let cluster = tokio::task::spawn_blocking(move || Cluster::start(&dir))
+        .await
+        .expect("join")
+        .unwrap_or_else(|e| panic!("no Fluss cluster for the tiering test: {e}"));
+    let harness = FlussHarness::on(&cluster).with("fluss.table.datalake.freshness", "2s");
+    let (_w, ctx) = open(&harness, StoreCondition::Reachable).await;
+
+    // Tables promoted in place with rows in Paimon: a log table and a
+    // primary-key table; and a log table of every supported type.
+    run(&ctx, "CREATE TABLE tier_log (id INT, v STRING)").await;
+    run(&ctx, "INSERT INTO tier_log VALUES (1, 'paimon')").await;
+    run(
+        &ctx,
+        "ALTER TABLE tier_log SET TBLPROPERTIES ('lakestream.enabled' = 'true')",
+    )
+    .await;
+    run(
+        &ctx,
+        "INSERT INTO tier_log VALUES (2, 'fluss'), (3, 'fluss')",
+    )
+    .await;
+    run(
+        &ctx,
+        "CREATE TABLE tier_kv (k INT NOT NULL, v STRING, PRIMARY KEY (k)) \
+               WITH ('bucket' = '2')",
+    )
+    .await;
+    run(
+        &ctx,
+        "INSERT INTO tier_kv VALUES (1, 'a'), (2, 'b'), (3, 'c')",
+    )
+    .await;
+    run(
+        &ctx,
+        "ALTER TABLE tier_kv SET TBLPROPERTIES ('lakestream.enabled' = 'true')",
+    )
+    .await;
+    run(&ctx, "INSERT INTO tier_kv VALUES (2, 'B'), (4, 'd')").await;
+    // Key 3 is one Paimon held before the promotion.
+    run(&ctx, "DELETE FROM tier_kv WHERE k = 3").await;
+    let types = "k INT, b BOOLEAN, dc DECIMAL(10, 2), dt DATE, ts TIMESTAMP, \
+                 tz TIMESTAMP WITH TIME ZONE, c CHAR(3), s STRING, bin BINARY(2), bs BYTEA";
+    let values = "(1, true, 12.34, DATE '2024-02-29', TIMESTAMP '2024-01-02 03:04:05.123', \
+                  TIMESTAMP '2024-01-02 03:04:05.678', 'abc', 'fluss', X'0102', X'CAFE'), \
+                  (2, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL)";
+    run(&ctx, &format!("CREATE TABLE tier_plain ({types})")).await;
+    run(
+        &ctx,
+        &format!("CREATE TABLE tier_types ({types}) WITH ('lakestream.enabled' = 'true')"),
+    )
+    .await;
+    run(&ctx, &format!("INSERT INTO tier_plain VALUES {values}")).await;
+    run(&ctx, &format!("INSERT INTO tier_types VALUES {values}")).await;
+    let all_types = lines(&run(&ctx, "SELECT * FROM tier_plain").await);
+    let all_types: Vec<&str> = all_types.iter().map(String::as_str).collect();
+    assert_eq!(
+        lines(&run(&ctx, "SELECT * FROM tier_log").await),
+        vec!["1|paimon"]
+    );
+    assert_eq!(
+        lines(&run(&ctx, "SELECT * FROM tier_kv").await),
+        vec!["1|a", "2|b", "3|c"]
+    );
+    assert_eq!(
+        lines(&run(&ctx, "SELECT * FROM tier_kv$rt").await),
+        vec!["1|a", "2|B", "4|d"]
+    );
+
+    cluster
+        .run("tiering-start")
+        .expect("start the tiering service");
+    let patience = Duration::from_secs(180);
+    eventually(
+        &ctx,
+        "SELECT * FROM tier_log",
+        &["1|paimon", "2|fluss", "3|fluss"],
+        patience,
+    )
+    .await;
+    eventually(
+        &ctx,
+        "SELECT * FROM tier_kv",
+        &["1|a", "2|B", "4|d"],
+        patience,
+    )
+    .await;
+    eventually(&ctx, "SELECT * FROM tier_types", &all_types, patience).await;
+    // Each row once in t$rt: Paimon up to the tiered offsets, the log after them.
+    assert_eq!(
+        lines(&run(&ctx, "SELECT * FROM tier_log$rt").await),
+        vec!["1|paimon", "2|fluss", "3|fluss"]
+    );
+    assert_eq!(
+        lines(&run(&ctx, "SELECT * FROM tier_kv$rt").await),
+        vec!["1|a", "2|B", "4|d"]
+    );
+    assert_eq!(
+        lines(&run(&ctx, "SELECT * FROM tier_types$rt").await),
+        all_types
+    );
+
+    // Writes after tiering: in t$rt at once, in t once tiered again.
+    run(&ctx, "INSERT INTO tier_log VALUES (4, 'later')").await;
+    run(&ctx, "INSERT INTO tier_kv VALUES (1, 'A'), (5, 'e')").await;
+    run(&ctx, "DELETE FROM tier_kv WHERE k = 2").await;
+    let log_after = ["1|paimon", "2|fluss", "3|fluss", "4|later"];
+    let kv_after = ["1|A", "4|d", "5|e"];
+    assert_eq!(
+        lines(&run(&ctx, "SELECT * FROM tier_log$rt").await),
+        log_after
+    );
+    assert_eq!(
+        lines(&run(&ctx, "SELECT * FROM tier_kv$rt").await),
+        kv_after
+    );
+    eventually(&ctx, "SELECT * FROM tier_log", &log_after, patience).await;
+    eventually(&ctx, "SELECT * FROM tier_kv", &kv_after, patience).await;
+    assert_eq!(
+        lines(&run(&ctx, "SELECT * FROM tier_log$rt").await),
+        log_after
+    );
+    assert_eq!(
+        lines(&run(&ctx, "SELECT * FROM tier_kv$rt").await),
+        kv_after
+    );
+    cluster.run("stop").expect("stop the tiering cluster");
+}
+
+/// Every type the store supports goes through Fluss and comes back as Paimon
+/// holds it: the same rows in a plain Paimon table and in `t$rt` of a log
+/// table (Arrow appends) and a primary-key table (row upserts).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_supported_type_goes_through_fluss() {
+    let cluster = tokio::task::spawn_blocking(cluster).await.expect("cluster");
+    let (_w, ctx) = open(&FlussHarness::on(cluster), StoreCondition::Reachable).await;
+    let columns = "k INT NOT NULL, b BOOLEAN, ti TINYINT, si SMALLINT, bi BIGINT, f FLOAT, \
+                   d DOUBLE, dc DECIMAL(10, 2), dt DATE, ts0 TIMESTAMP(0), ts3 TIMESTAMP, \
+                   ts6 TIMESTAMP(6), ts9 TIMESTAMP(9), tz TIMESTAMP WITH TIME ZONE, c CHAR(3), \
+                   s STRING, bin BINARY(2), bs BYTEA";
+    let rows = "(1, true, -1, 300, 5000000000, 1.5, -2.25, 12.34, DATE '2024-02-29', \
+                TIMESTAMP '2024-01-02 03:04:05', TIMESTAMP '2024-01-02 03:04:05.123', \
+                TIMESTAMP '2024-01-02 03:04:05.123456', TIMESTAMP '2024-01-02 03:04:05.123456789', \
+                TIMESTAMP '2024-01-02 03:04:05.678', 'abc', 'fluss', X'0102', X'CAFE'), \
+                (2, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, \
+                NULL, NULL, NULL, NULL)";
+    run(&ctx, &format!("CREATE TABLE fx_all_plain ({columns})")).await;
+    run(
+        &ctx,
+        &format!("CREATE TABLE fx_all_log ({columns}) WITH ('lakestream.enabled' = 'true')"),
+    )
+    .await;
+    run(
+        &ctx,
+        &format!(
+            "CREATE TABLE fx_all_kv ({columns}, PRIMARY KEY (k)) \
+                        WITH ('bucket' = '1', 'lakestream.enabled' = 'true')"
+        ),
+    )
+    .await;
+    for table in ["fx_all_plain", "fx_all_log", "fx_all_kv"] {
+        run(&ctx, &format!("INSERT INTO {table} VALUES {rows}")).await;
+    }
+    let expected = lines(&run(&ctx, "SELECT * FROM fx_all_plain").await);
+    assert_eq!(expected.len(), 2);
+    assert_eq!(
+        lines(&run(&ctx, "SELECT * FROM fx_all_log$rt").await),
+        expected
+    );
+    assert_eq!(
+        lines(&run(&ctx, "SELECT * FROM fx_all_kv$rt").await),
+        expected
+    );
+}
