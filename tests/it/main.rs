@@ -1,6 +1,7 @@
 mod catalog_api;
 mod cli;
 mod crash;
+mod docs;
 mod embed;
 #[cfg(feature = "fluss")]
 mod fluss;

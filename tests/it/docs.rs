@@ -1,0 +1,212 @@
+//! Keeps the docs true: the SQL they show runs.
+//!
+//! For each markdown file under `docs/` (recursively) and `README.md`, every
+//! fenced code block marked ```` ```sql ```` runs, the blocks of a file in
+//! order, statement by statement (split and run as `lakestream-cli` runs a
+//! script: [`LakeStreamContext::execute`]), in one fresh context per file: a temporary
+//! filesystem warehouse registered as catalog `paimon`, naming the `local`
+//! store with background tiering off (`local.tier-interval` = `off`), so rows
+//! move into Paimon only where the docs tier them. `examples/quickstart.sql`
+//! runs the same way.
+//!
+//! Conventions for writers of docs:
+//! - A statement that is meant to fail is preceded, inside its block, by a
+//!   comment line `-- error: <text>`; the statement must then fail with an
+//!   error whose message contains `<text>`.
+//! - A block that cannot run here (placeholder paths, shell commands, output)
+//!   uses another fence: ```` ```text ````, ```` ```sh ````.
+//! - Streaming reads must end on their own (`LIMIT`); every statement has
+//!   [`STATEMENT_TIMEOUT`] to finish.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use paimon_lakestream::cli::script::split_statements;
+use paimon_lakestream::LakeStreamContext;
+
+/// No statement of the docs may hang the test run.
+const STATEMENT_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// The marker of a statement that must fail.
+const ERROR_MARKER: &str = "-- error:";
+
+/// A fenced ```` ```sql ```` block: where it starts and what it holds.
+struct Block {
+    /// 1-based line of the opening fence.
+    line: usize,
+    text: String,
+}
+
+/// The ```` ```sql ```` blocks of a markdown text, in order.
+fn sql_blocks(markdown: &str) -> Vec<Block> {
+    let mut blocks = Vec::new();
+    let mut open: Option<(usize, bool, String)> = None;
+    for (index, line) in markdown.lines().enumerate() {
+        let trimmed = line.trim_start();
+        match &mut open {
+            None => {
+                if let Some(info) = trimmed.strip_prefix("```") {
+                    let is_sql = info.split_whitespace().next() == Some("sql");
+                    open = Some((index + 1, is_sql, String::new()));
+                }
+            }
+            Some((start, is_sql, text)) => {
+                if trimmed.starts_with("```") {
+                    if *is_sql {
+                        blocks.push(Block {
+                            line: *start,
+                            text: std::mem::take(text),
+                        });
+                    }
+                    open = None;
+                } else {
+                    text.push_str(line);
+                    text.push('\n');
+                }
+            }
+        }
+    }
+    assert!(open.is_none(), "a fenced block is not closed");
+    blocks
+}
+
+/// The text a statement must fail with, from its `-- error:` line.
+fn expected_error(statement: &str) -> Option<String> {
+    statement
+        .lines()
+        .map(str::trim)
+        .take_while(|line| line.is_empty() || line.starts_with("--"))
+        .find_map(|line| line.strip_prefix(ERROR_MARKER))
+        .map(|text| text.trim().to_string())
+}
+
+/// A fresh context on a temporary warehouse, as the module doc describes.
+async fn context(warehouse: &Path) -> LakeStreamContext {
+    let options = HashMap::from([
+        ("warehouse".to_string(), warehouse.display().to_string()),
+        ("lakestream.store".to_string(), "local".to_string()),
+        ("local.tier-interval".to_string(), "off".to_string()),
+    ]);
+    let mut ctx = LakeStreamContext::new();
+    ctx.register_catalog("paimon", options)
+        .await
+        .expect("register catalog");
+    ctx
+}
+
+async fn execute(ctx: &mut LakeStreamContext, sql: &str) -> Result<(), String> {
+    let run = async {
+        ctx.execute(sql).await?.collect().await?;
+        Ok::<_, datafusion::error::DataFusionError>(())
+    };
+    match tokio::time::timeout(STATEMENT_TIMEOUT, run).await {
+        Ok(result) => result.map_err(|e| e.to_string()),
+        Err(_) => Err(format!("did not finish within {STATEMENT_TIMEOUT:?}")),
+    }
+}
+
+/// Runs `blocks` of `file` in order; panics naming the file, the block and
+/// the statement that did not do what the docs say.
+async fn run_blocks(file: &str, blocks: &[Block]) {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let warehouse = dir.path().join("warehouse");
+    std::fs::create_dir_all(&warehouse).expect("warehouse directory");
+    let mut ctx = context(&warehouse).await;
+    for block in blocks {
+        for statement in split_statements(&block.text) {
+            let result = execute(&mut ctx, &statement).await;
+            let place = || {
+                format!(
+                    "{file}, block at line {}, statement:\n{}\n",
+                    block.line,
+                    statement.trim()
+                )
+            };
+            match (expected_error(&statement), result) {
+                (None, Ok(())) => {}
+                (None, Err(e)) => panic!("{}failed: {e}", place()),
+                (Some(expected), Ok(())) => {
+                    panic!(
+                        "{}succeeded, but is marked to fail with '{expected}'",
+                        place()
+                    )
+                }
+                (Some(expected), Err(e)) => assert!(
+                    e.contains(&expected),
+                    "{}failed with:\n{e}\nbut is marked to fail with '{expected}'",
+                    place()
+                ),
+            }
+        }
+    }
+}
+
+async fn run_markdown(path: &Path) -> usize {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let name = path
+        .strip_prefix(&root)
+        .unwrap_or(path)
+        .display()
+        .to_string();
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{name}: {e}"));
+    let blocks = sql_blocks(&text);
+    run_blocks(&name, &blocks).await;
+    blocks.len()
+}
+
+fn markdown_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|entry| entry.expect("directory entry").path())
+        .collect();
+    entries.sort();
+    for path in entries {
+        if path.is_dir() {
+            markdown_files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "md") {
+            out.push(path);
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sql_blocks_of_the_docs_run() {
+    let mut files = Vec::new();
+    markdown_files(
+        &PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("docs"),
+        &mut files,
+    );
+    let mut blocks = 0;
+    for file in &files {
+        blocks += run_markdown(file).await;
+    }
+    assert!(blocks > 0, "no ```sql blocks found under docs/");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sql_blocks_of_the_readme_run() {
+    run_markdown(&PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("README.md")).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn quickstart_runs() {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("examples/quickstart.sql");
+    let text = std::fs::read_to_string(&path).expect("examples/quickstart.sql");
+    run_blocks("examples/quickstart.sql", &[Block { line: 1, text }]).await;
+}
+
+#[test]
+fn blocks_and_markers_are_found() {
+    let markdown = "text\n```sql\nSELECT 1;\n-- error: not found\nSELECT * FROM x;\n```\n\
+                    ```text\nSELECT broken\n```\n  ```sql\n  SELECT 2\n  ```\n";
+    let blocks = sql_blocks(markdown);
+    assert_eq!(blocks.len(), 2);
+    assert_eq!(blocks[0].line, 2);
+    assert_eq!(blocks[1].line, 10);
+    let statements = split_statements(&blocks[0].text);
+    assert_eq!(expected_error(&statements[0]), None);
+    assert_eq!(expected_error(&statements[1]).as_deref(), Some("not found"));
+    // A marker after the statement's first line is not a marker.
+    assert_eq!(expected_error("SELECT 1\n-- error: x"), None);
+}
