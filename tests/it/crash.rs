@@ -496,3 +496,44 @@ async fn a_torn_last_write_is_dropped_and_a_damaged_one_is_an_error() {
     assert!(err.contains("damaged"), "{err}");
     assert!(err.contains("default.t"), "{err}");
 }
+
+/// After tiering emptied the log, a new process's write must land after
+/// the tiered position: it is read, tiered and kept.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_process_writes_after_a_tiering_that_emptied_the_log() {
+    let setup = Setup::new();
+    let ctx = context(&setup.warehouse(), &setup.store()).await;
+    run(
+        &ctx,
+        "CREATE TABLE t (id BIGINT, v STRING) WITH ('lakestream.enabled' = 'true')",
+    )
+    .await;
+    run(&ctx, &insert_statement("t", 0)).await;
+    run(&ctx, "CALL sys.lakestream_tier('t')").await;
+    // Another process writes.
+    let child = spawn(
+        &setup,
+        &ChildSpec {
+            role: "writer",
+            table: "t",
+            start: 1,
+            count: 1,
+            tier_interval: "off",
+            failpoint: None,
+        },
+    );
+    let acked = acks_until(child, |_, _| false);
+    assert_eq!(acked, BTreeSet::from([1]));
+    // A process that never saw the table's store before reads and tiers it.
+    let link = setup.dir.path().join("store-again");
+    std::os::unix::fs::symlink(setup.store(), &link).expect("symlink");
+    let fresh = context(&setup.warehouse(), &link).await;
+    let all: BTreeSet<i64> = (0..2).collect();
+    let found = ids(&fresh, "SELECT id FROM t$rt").await;
+    assert_eq!(check_inserts(&found, &all), all);
+    run(&fresh, "CALL sys.lakestream_tier('t')").await;
+    let in_paimon = ids(&fresh, "SELECT id FROM t").await;
+    assert_eq!(check_inserts(&in_paimon, &all), all);
+    let found = ids(&fresh, "SELECT id FROM t$rt").await;
+    assert_eq!(check_inserts(&found, &all), all);
+}

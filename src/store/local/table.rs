@@ -274,7 +274,11 @@ impl TableState {
             .try_collect()
             .await
             .map_err(|e| store_error(LOCAL, e))?;
-        let next = seqs.iter().max().map_or(0, |max| max + 1);
+        // After a tiering trimmed every segment, numbering goes on from
+        // where it reached: a segment numbered below the tiered position
+        // would never be read, and the next trim would delete it.
+        let tiered = self.marker().await?.map_or(0, |m| m.position);
+        let next = seqs.iter().max().map_or(0, |max| max + 1).max(tiered);
         segments.next = Some(next);
         Ok(next)
     }
@@ -467,7 +471,7 @@ impl TableState {
         let mut report = TierReport::default();
         let mut vanished = 0;
         loop {
-            let (_, position) = self.tiered(table).await?;
+            let (snapshot_id, position) = self.tiered(table).await?;
             report.position = position;
             let Some(segments) = self.segments_from(position).await? else {
                 // Only a concurrent trim removes segments, and we hold the lock.
@@ -495,7 +499,7 @@ impl TableState {
             }
             let Some(end) = chosen.last().map(|(seq, _)| seq + 1) else {
                 // Caught up: what Paimon holds can go from the store.
-                self.trim(position).await?;
+                self.trim(position, snapshot_id).await?;
                 return Ok(report);
             };
             let batches = align_all(&chosen, &schema)?;
@@ -503,7 +507,8 @@ impl TableState {
             report.rows += rows;
             report.commits += 1;
             report.position = end;
-            self.trim(end).await?;
+            let (snapshot_id, _) = self.tiered(table).await?;
+            self.trim(end, snapshot_id).await?;
         }
     }
 
@@ -530,24 +535,42 @@ impl TableState {
             .await?;
         failpoint("tier-after-commit");
         if let Some(snapshot_id) = table.snapshot_manager().get_latest_snapshot_id().await? {
-            let marker = TieredMarker {
+            self.write_marker(TieredMarker {
                 snapshot_id,
                 position: end,
-            };
-            let bytes = serde_json::to_vec(&marker).map_err(|e| store_error(LOCAL, e))?;
-            let location = path::tiered_marker(&self.dir);
-            self.objects()
-                .put(&location, PutPayload::from(bytes))
-                .await
-                .map_err(|e| store_error(LOCAL, e))?;
-            self.root.sync(&location)?;
+            })
+            .await?;
         }
         failpoint("tier-before-trim");
         Ok(())
     }
 
-    /// Deletes the segments before `position`: Paimon holds their rows.
-    async fn trim(&self, position: u64) -> Result<()> {
+    async fn write_marker(&self, marker: TieredMarker) -> Result<()> {
+        let bytes = serde_json::to_vec(&marker).map_err(|e| store_error(LOCAL, e))?;
+        let location = path::tiered_marker(&self.dir);
+        self.objects()
+            .put(&location, PutPayload::from(bytes))
+            .await
+            .map_err(|e| store_error(LOCAL, e))?;
+        self.root.sync(&location)
+    }
+
+    /// Deletes the segments before `position`: Paimon holds their rows as of
+    /// `snapshot_id`. The marker is brought up to `position` first, so no
+    /// segment is deleted that the marker does not cover: it is what numbers
+    /// the next write once the log is empty.
+    async fn trim(&self, position: u64, snapshot_id: Option<i64>) -> Result<()> {
+        let covered = self.marker().await?.map_or(0, |m| m.position);
+        if covered < position {
+            let Some(snapshot_id) = snapshot_id else {
+                return Ok(());
+            };
+            self.write_marker(TieredMarker {
+                snapshot_id,
+                position,
+            })
+            .await?;
+        }
         let prefix = self.dir.clone().join("log");
         let old: Vec<_> = self
             .objects()
