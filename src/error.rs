@@ -92,6 +92,18 @@ pub enum Error {
         table: String,
     },
 
+    /// Tiering a table whose mode is off.
+    #[error(
+        "cannot tier '{table}': it is not a lake-stream table, so its writes go to Paimon, and \
+         tiering what its store still holds could commit older rows over newer ones. Turn the mode \
+         on first to tier what waits in its store: ALTER TABLE {table} SET TBLPROPERTIES \
+         ('lakestream.enabled'='true')"
+    )]
+    TierNotLakeStream {
+        /// The table's full name.
+        table: String,
+    },
+
     /// A time-travel clause or option on `t$rt`.
     #[error(
         "'{name}' has no history, so {clause} cannot apply to it; read '{table}' for time travel"

@@ -102,6 +102,14 @@ impl TableProvider for TierTable {
             .get_table(&self.identifier)
             .await
             .map_err(Error::from)?;
+        if !crate::options::is_enabled(table.schema().options()) {
+            // Tiering rows of a table whose writes now go to Paimon could
+            // commit older store rows over newer Paimon ones.
+            return Err(Error::TierNotLakeStream {
+                table: self.identifier.full_name(),
+            }
+            .into());
+        }
         let store = self
             .catalog
             .binding()
