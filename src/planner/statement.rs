@@ -13,13 +13,13 @@ use std::sync::Arc;
 
 use datafusion::prelude::SessionContext;
 use datafusion::sql::sqlparser::ast::{
-    visit_relations, FromTable, Function, ObjectName, ObjectNamePart, Reset, ResetStatement, Set,
-    SqlOption, Statement, TableFactor, TableObject,
+    visit_relations, FromTable, Function, Ident, ObjectName, ObjectNamePart, Reset, ResetStatement,
+    Set, SqlOption, Statement, TableFactor, TableObject,
 };
 use datafusion::sql::sqlparser::dialect::GenericDialect;
 use datafusion::sql::sqlparser::keywords::Keyword;
 use datafusion::sql::sqlparser::parser::Parser;
-use datafusion::sql::sqlparser::tokenizer::{Token, Tokenizer, Whitespace};
+use datafusion::sql::sqlparser::tokenizer::{Span, Token, Tokenizer, Whitespace};
 use paimon::catalog::Identifier;
 
 use super::PlannerState;
@@ -170,6 +170,25 @@ impl StatementFilter<'_> {
                     reset_all: true,
                 },
             }),
+            // `t$rt` has `t`'s columns; DataFusion's DESCRIBE looks names up
+            // directly, where `t$rt` is not a table.
+            Statement::ExplainTable { table_name, .. } => Ok(Checked::route(
+                match name::parse(&object_part(table_name))? {
+                    RelationName::Realtime { table } => {
+                        let mut base = table_name.clone();
+                        if let Some(last) = base.0.last_mut() {
+                            let quote_style = last.as_ident().and_then(|i| i.quote_style);
+                            *last = ObjectNamePart::Identifier(Ident {
+                                value: table.to_string(),
+                                quote_style,
+                                span: Span::empty(),
+                            });
+                        }
+                        Route::Rewritten(format!("DESCRIBE {base}"))
+                    }
+                    RelationName::Paimon(_) => Route::SqlContext,
+                },
+            )),
             Statement::Call(function) => Ok(Checked::route(match procedure_call(function) {
                 Some(query) => Route::Rewritten(query),
                 None => Route::SqlContext,

@@ -159,7 +159,7 @@ impl TableProvider for StoreWriteTable {
         if insert_op != InsertOp::Append {
             return Err(self
                 .not_supported(
-                    &format!("INSERT {insert_op}").to_uppercase(),
+                    &insert_op.to_string().to_uppercase(),
                     "the store keeps the table's newest changes and cannot replace its history. \
                      Delete rows with DELETE (primary-key tables), or turn the mode off first",
                 )
