@@ -4,6 +4,7 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use datafusion::arrow::util::pretty::pretty_format_batches;
 use paimon_lakestream::LakeStreamContext;
 
 use crate::slt::{conformance, StoreCondition, StoreHarness};
@@ -102,7 +103,7 @@ async fn the_store_runs_on_memory_urls_too() {
         let ctx = &ctx;
         async move {
             let batches = ctx.sql(sql).await.unwrap().collect().await.unwrap();
-            datafusion::arrow::util::pretty::pretty_format_batches(&batches)
+            pretty_format_batches(&batches)
                 .unwrap()
                 .to_string()
         }

@@ -57,6 +57,7 @@ impl TestWarehouse {
 
     /// A filesystem catalog over a warehouse someone else owns (a store's
     /// cluster tiers into it); it is left in place when dropped.
+    #[cfg_attr(not(feature = "fluss"), allow(dead_code))]
     pub fn existing(warehouse: &std::path::Path) -> Self {
         Self {
             _dir: tempfile::tempdir().expect("temporary directory"),
