@@ -103,9 +103,7 @@ async fn the_store_runs_on_memory_urls_too() {
         let ctx = &ctx;
         async move {
             let batches = ctx.sql(sql).await.unwrap().collect().await.unwrap();
-            pretty_format_batches(&batches)
-                .unwrap()
-                .to_string()
+            pretty_format_batches(&batches).unwrap().to_string()
         }
     };
     assert!(count("SELECT count(*) AS n FROM m$rt")
