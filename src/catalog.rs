@@ -199,8 +199,17 @@ impl LakeStreamCatalog {
                 async move { s.tier(&table).await }
             })
             .await;
+        let name = identifier.full_name();
         let error = match tiered {
-            Ok(_) | Err(Error::TieringElsewhere { .. }) => return,
+            Ok(_) => return,
+            Err(Error::TieringElsewhere { store }) => {
+                self.notice(format!(
+                    "lake-stream mode of '{name}' is off; store '{store}' tiers with its own \
+                     service, which still writes the rows it holds for '{name}' into Paimon \
+                     as it runs"
+                ));
+                return;
+            }
             Err(e) => e,
         };
         let waiting = store
@@ -212,7 +221,6 @@ impl LakeStreamCatalog {
                 |_| "rows not yet tiered".to_string(),
                 |n| format!("{n} rows"),
             );
-        let name = identifier.full_name();
         self.notice(format!(
             "lake-stream mode of '{name}' is off, but store '{}' could not tier first ({error}); \
              {waiting} wait in the store. Tier them later: turn the mode on again and run \

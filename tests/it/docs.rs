@@ -17,6 +17,9 @@
 //!   uses another fence: ```` ```text ````, ```` ```sh ````.
 //! - Streaming reads must end on their own (`LIMIT`); every statement has
 //!   [`STATEMENT_TIMEOUT`] to finish.
+//! - A file whose first line is `<!-- docs-test: <store> -->` is about another
+//!   store than `local`: it is skipped here and run by that store's tests
+//!   against a real store (`docs/fluss.md` by `tests/it/fluss.rs`).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -30,6 +33,17 @@ const STATEMENT_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// The marker of a statement that must fail.
 const ERROR_MARKER: &str = "-- error:";
+
+/// The store a markdown file's SQL is for, from its first line
+/// `<!-- docs-test: <store> -->`; `local` when it has none.
+pub(crate) fn doc_store(markdown: &str) -> &str {
+    markdown
+        .lines()
+        .next()
+        .and_then(|line| line.trim().strip_prefix("<!-- docs-test:"))
+        .and_then(|rest| rest.strip_suffix("-->"))
+        .map_or("local", str::trim)
+}
 
 /// A fenced ```` ```sql ```` block: where it starts and what it holds.
 struct Block {
@@ -106,16 +120,12 @@ async fn execute(ctx: &mut LakeStreamContext, sql: &str) -> Result<(), String> {
     }
 }
 
-/// Runs `blocks` of `file` in order; panics naming the file, the block and
-/// the statement that did not do what the docs say.
-async fn run_blocks(file: &str, blocks: &[Block]) {
-    let dir = tempfile::tempdir().expect("temporary directory");
-    let warehouse = dir.path().join("warehouse");
-    std::fs::create_dir_all(&warehouse).expect("warehouse directory");
-    let mut ctx = context(&warehouse).await;
+/// Runs `blocks` of `file` in order in `ctx`; panics naming the file, the
+/// block and the statement that did not do what the docs say.
+async fn run_blocks(ctx: &mut LakeStreamContext, file: &str, blocks: &[Block]) {
     for block in blocks {
         for statement in split_statements(&block.text) {
-            let result = execute(&mut ctx, &statement).await;
+            let result = execute(ctx, &statement).await;
             let place = || {
                 format!(
                     "{file}, block at line {}, statement:\n{}\n",
@@ -142,7 +152,17 @@ async fn run_blocks(file: &str, blocks: &[Block]) {
     }
 }
 
-async fn run_markdown(path: &Path) -> usize {
+/// Runs `blocks` in a fresh context on a temporary warehouse.
+async fn run_blocks_locally(file: &str, blocks: &[Block]) {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let warehouse = dir.path().join("warehouse");
+    std::fs::create_dir_all(&warehouse).expect("warehouse directory");
+    let mut ctx = context(&warehouse).await;
+    run_blocks(&mut ctx, file, blocks).await;
+}
+
+/// The text of a markdown file of the repository and its name for messages.
+fn read_markdown(path: &Path) -> (String, String) {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     let name = path
         .strip_prefix(&root)
@@ -150,8 +170,29 @@ async fn run_markdown(path: &Path) -> usize {
         .display()
         .to_string();
     let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{name}: {e}"));
+    (name, text)
+}
+
+/// Runs the SQL of a `local` markdown file; other stores' files are skipped.
+/// Returns how many blocks ran.
+async fn run_markdown(path: &Path) -> usize {
+    let (name, text) = read_markdown(path);
+    if doc_store(&text) != "local" {
+        return 0;
+    }
     let blocks = sql_blocks(&text);
-    run_blocks(&name, &blocks).await;
+    run_blocks_locally(&name, &blocks).await;
+    blocks.len()
+}
+
+/// Runs the SQL of the markdown file `path` (relative to the repository) in
+/// `ctx`, a context whose catalog `paimon` names the store the file is for.
+/// Returns how many blocks ran.
+#[cfg_attr(not(feature = "fluss"), allow(dead_code))]
+pub(crate) async fn run_markdown_in(ctx: &mut LakeStreamContext, path: &str) -> usize {
+    let (name, text) = read_markdown(&PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(path));
+    let blocks = sql_blocks(&text);
+    run_blocks(ctx, &name, &blocks).await;
     blocks.len()
 }
 
@@ -193,7 +234,7 @@ async fn sql_blocks_of_the_readme_run() {
 async fn quickstart_runs() {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("examples/quickstart.sql");
     let text = std::fs::read_to_string(&path).expect("examples/quickstart.sql");
-    run_blocks("examples/quickstart.sql", &[Block { line: 1, text }]).await;
+    run_blocks_locally("examples/quickstart.sql", &[Block { line: 1, text }]).await;
 }
 
 #[test]
@@ -209,4 +250,7 @@ fn blocks_and_markers_are_found() {
     assert_eq!(expected_error(&statements[1]).as_deref(), Some("not found"));
     // A marker after the statement's first line is not a marker.
     assert_eq!(expected_error("SELECT 1\n-- error: x"), None);
+    assert_eq!(doc_store("# Title\n<!-- docs-test: fluss -->"), "local");
+    assert_eq!(doc_store("<!-- docs-test: fluss -->\n# Title"), "fluss");
+    assert_eq!(doc_store(""), "local");
 }

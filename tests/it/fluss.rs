@@ -755,3 +755,35 @@ async fn every_supported_type_goes_through_fluss() {
         expected
     );
 }
+
+/// `docs/fluss.md` is a walkthrough on a real cluster: its SQL runs here, in
+/// order, on the test cluster, as the shell of its section 2 opens it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_fluss_walkthrough_runs() {
+    let cluster = tokio::task::spawn_blocking(cluster)
+        .await
+        .expect("cluster start");
+    let harness = FlussHarness::on(cluster).with("fluss.table.datalake.freshness", "10s");
+    let (_w, mut ctx) = open(&harness, StoreCondition::Reachable).await;
+    let blocks = crate::docs::run_markdown_in(&mut ctx, "docs/fluss.md").await;
+    assert!(blocks > 0, "docs/fluss.md has no ```sql blocks");
+
+    // Its section 6: turning the mode off says where Fluss's rows go.
+    run(
+        &ctx,
+        "CREATE TABLE walk_off (id INT) WITH ('lakestream.enabled' = 'true')",
+    )
+    .await;
+    let notice = lines(
+        &run(
+            &ctx,
+            "ALTER TABLE walk_off SET TBLPROPERTIES ('lakestream.enabled' = 'false')",
+        )
+        .await,
+    );
+    assert_eq!(notice.len(), 1, "{notice:?}");
+    assert!(
+        notice[0].contains("store 'fluss' tiers with its own service"),
+        "{notice:?}"
+    );
+}
