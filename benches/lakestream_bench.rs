@@ -8,10 +8,15 @@
 //! ```
 //!
 //! Figures: freshness (acknowledged INSERT to visible in a `t$rt` point
-//! query, p50/p99), single-row INSERT speed against Paimon, the cost of a
+//! query, p50/p99), single-row INSERT speed against Paimon, bulk INSERT
+//! throughput, the cost of a
 //! `t$rt` aggregate over `t`'s with 0, 1 and 10 % of the rows in the store
 //! (append and primary-key tables), and tiering throughput against a
 //! paimon-datafusion `INSERT INTO ... SELECT` of the same rows.
+//!
+//! With `--store fluss`, the catalog's Paimon warehouse must be the one the
+//! cluster tiers into (`--dir D` uses `D/warehouse`), and the run also
+//! measures the `local` store's write figures (`local_*`) side by side.
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
@@ -49,6 +54,7 @@ struct Args {
 struct Sizes {
     freshness_writes: usize,
     small_inserts: usize,
+    bulk_rows: usize,
     read_rows: usize,
     read_repeats: usize,
     tier_rows: usize,
@@ -60,6 +66,7 @@ impl Sizes {
             Self {
                 freshness_writes: 1_000,
                 small_inserts: 60,
+                bulk_rows: 50_000,
                 read_rows: 200_000,
                 read_repeats: 3,
                 tier_rows: 200_000,
@@ -68,6 +75,7 @@ impl Sizes {
             Self {
                 freshness_writes: 2_000,
                 small_inserts: 300,
+                bulk_rows: 200_000,
                 read_rows: 1_000_000,
                 read_repeats: 5,
                 tier_rows: 1_000_000,
@@ -141,7 +149,9 @@ impl Bench {
         Ok((percentile(&latencies, 0.50), percentile(&latencies, 0.99)))
     }
 
-    async fn small_inserts(&self, count: usize) -> Result<f64, Error> {
+    /// Single-row INSERT statements per second into a lake-stream table and
+    /// into a plain Paimon table.
+    async fn small_inserts(&self, count: usize) -> Result<(f64, f64), Error> {
         self.run("CREATE TABLE small_ls (id INT, v STRING, n BIGINT) WITH ('lakestream.enabled' = 'true')")
             .await?;
         self.run("CREATE TABLE small_paimon (id INT, v STRING, n BIGINT)")
@@ -155,7 +165,27 @@ impl Bench {
             }
             per_second.push(count as f64 / started.elapsed().as_secs_f64());
         }
-        Ok(per_second[0] / per_second[1])
+        Ok((per_second[0], per_second[1]))
+    }
+
+    /// Rows per second written to a lake-stream table in INSERT statements of
+    /// 10k rows each.
+    async fn bulk_inserts(&self, rows: usize) -> Result<f64, Error> {
+        self.run("CREATE TABLE bulk_ls (id INT, v STRING, n BIGINT) WITH ('lakestream.enabled' = 'true')")
+            .await?;
+        let started = Instant::now();
+        let mut start = 0;
+        while start < rows {
+            let end = (start + 10_000).min(rows);
+            self.run(&format!(
+                "INSERT INTO bulk_ls SELECT CAST(value AS INT), 'row-' || CAST(value AS VARCHAR), \
+                 CAST(value % 1000 AS BIGINT) FROM generate_series({start}, {}) AS s(value)",
+                end - 1
+            ))
+            .await?;
+            start = end;
+        }
+        Ok(rows as f64 / started.elapsed().as_secs_f64())
     }
 
     /// `t$rt` over `t`: the median of `repeats` runs of an aggregate each.
@@ -257,7 +287,12 @@ fn chart(figures: &BTreeMap<&'static str, f64>) -> String {
         (
             "Freshness: acknowledged INSERT to visible in t$rt (ms)",
             "ms",
-            &["freshness_p50_ms", "freshness_p99_ms"],
+            &[
+                "freshness_p50_ms",
+                "freshness_p99_ms",
+                "local_freshness_p50_ms",
+                "local_freshness_p99_ms",
+            ],
         ),
         (
             "t$rt aggregate time / t aggregate time (1.0 = same as plain Paimon)",
@@ -275,6 +310,15 @@ fn chart(figures: &BTreeMap<&'static str, f64>) -> String {
     let width = 760;
     let bar_height = 22;
     let mut svg = String::new();
+    // Only the figures this run measured (`local_*` only beside another store).
+    let groups = groups.map(|(title, unit, names)| {
+        let names: Vec<&str> = names
+            .iter()
+            .copied()
+            .filter(|n| figures.contains_key(n))
+            .collect();
+        (title, unit, names)
+    });
     let total_bars: usize = groups.iter().map(|(_, _, names)| names.len()).sum();
     let height = 40 + groups.len() * 50 + total_bars * (bar_height + 8);
     let _ = writeln!(
@@ -292,7 +336,7 @@ fn chart(figures: &BTreeMap<&'static str, f64>) -> String {
         y += 16;
         let max = names
             .iter()
-            .filter_map(|n| figures.get(n))
+            .filter_map(|n| figures.get(*n))
             .fold(0.0f64, |m, v| m.max(*v))
             .max(1e-9);
         for name in names {
@@ -363,11 +407,44 @@ async fn bench(args: Args) -> Result<(), Error> {
     figures.insert("freshness_p50_ms", p50);
     figures.insert("freshness_p99_ms", p99);
     eprintln!("  freshness done ({:.0?})", started.elapsed());
+    let (store_per_s, paimon_per_s) = bench.small_inserts(sizes.small_inserts).await?;
+    figures.insert("small_insert_speedup", store_per_s / paimon_per_s);
+    figures.insert("small_inserts_per_s", store_per_s);
     figures.insert(
-        "small_insert_speedup",
-        bench.small_inserts(sizes.small_inserts).await?,
+        "bulk_insert_rows_per_s",
+        bench.bulk_inserts(sizes.bulk_rows).await?,
     );
-    eprintln!("  small inserts done ({:.0?})", started.elapsed());
+    eprintln!("  inserts done ({:.0?})", started.elapsed());
+    if bench.store != "local" {
+        // The same write figures for the local store, in the same run, on a
+        // warehouse of its own.
+        let warehouse = dir.join("local-warehouse");
+        std::fs::create_dir_all(&warehouse)?;
+        let mut ctx = LakeStreamContext::new();
+        ctx.register_catalog(
+            "paimon",
+            HashMap::from([
+                ("warehouse".to_string(), warehouse.display().to_string()),
+                ("lakestream.store".to_string(), "local".to_string()),
+                ("local.tier-interval".to_string(), "off".to_string()),
+            ]),
+        )
+        .await?;
+        let local = Bench {
+            ctx,
+            store: "local".to_string(),
+        };
+        let (p50, p99) = local.freshness(sizes.freshness_writes).await?;
+        figures.insert("local_freshness_p50_ms", p50);
+        figures.insert("local_freshness_p99_ms", p99);
+        let (local_per_s, _) = local.small_inserts(sizes.small_inserts).await?;
+        figures.insert("local_small_inserts_per_s", local_per_s);
+        figures.insert(
+            "local_bulk_insert_rows_per_s",
+            local.bulk_inserts(sizes.bulk_rows).await?,
+        );
+        eprintln!("  local store's writes done ({:.0?})", started.elapsed());
+    }
     for (kind, primary_key) in [("append", false), ("pk", true)] {
         for percent in [0, 1, 10] {
             let name: &'static str = match (kind, percent) {
