@@ -6,7 +6,7 @@
 //! A query runs until it ends or Ctrl-C cancels it; Ctrl-C never ends the
 //! shell (Ctrl-D or `\q` do). A streaming `t$rt` query prints rows as they
 //! arrive. A statement that runs for more than a second shows how long it
-//! has been running.
+//! has been running and how far the tierings it started have got.
 
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
@@ -29,6 +29,7 @@ use rustyline::{Editor, Helper};
 
 use super::print::{is_acknowledgement, write_part, Format};
 use super::script::split_statements;
+use crate::store::progress::{running_tierings, TieringStatus};
 use crate::LakeStreamContext;
 
 const HELP: &str = "\
@@ -214,19 +215,17 @@ pub async fn run_statement(
     options: &ShellOptions,
 ) -> Result<(), String> {
     let started = Instant::now();
-    let work = execute(ctx, sql, options);
-    let progress = progress(started);
+    let progress = Progress::start(started);
+    let work = execute(ctx, sql, options, &progress);
     let outcome = tokio::select! {
         outcome = work => outcome,
         _ = tokio::signal::ctrl_c() => {
-            progress.abort();
-            clear_progress();
+            progress.stop();
             println!("Query cancelled.");
             return Ok(());
         }
     };
-    progress.abort();
-    clear_progress();
+    progress.stop();
     let rows = outcome?;
     if !options.quiet {
         let took = started.elapsed().as_secs_f64();
@@ -250,6 +249,7 @@ async fn execute(
     ctx: &mut LakeStreamContext,
     sql: &str,
     options: &ShellOptions,
+    progress: &Progress,
 ) -> Result<Shown, String> {
     let df = ctx.execute(sql).await.map_err(|e| e.to_string())?;
     let schema = Arc::clone(df.schema().inner());
@@ -266,6 +266,7 @@ async fn execute(
             if batch.num_rows() == 0 {
                 continue;
             }
+            progress.stop();
             print_part(
                 options.format,
                 &schema,
@@ -285,6 +286,7 @@ async fn execute(
     if is_acknowledgement(&batches) {
         return Ok(Shown::Acknowledged);
     }
+    progress.stop();
     print_part(options.format, &schema, &batches, true)?;
     Ok(Shown::Rows(rows))
 }
@@ -301,30 +303,87 @@ fn print_part(
     out.flush().map_err(|e| e.to_string())
 }
 
-/// After a second, shows on a terminal's stderr how long the statement has run.
-fn progress(started: Instant) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(async move {
-        if !std::io::stderr().is_terminal() {
-            return;
-        }
-        tokio::time::sleep(Duration::from_secs(1)).await;
-        loop {
-            eprint!("\r… running for {:.0} s", started.elapsed().as_secs_f64());
-            let _ = std::io::stderr().flush();
-            tokio::time::sleep(Duration::from_millis(500)).await;
-        }
-    })
+/// The status line of a running statement, on a terminal's stderr: from a
+/// second after the start until [`Progress::stop`], which clears it before
+/// the statement prints anything.
+struct Progress {
+    /// `true` once stopped; held while the line is drawn, so a stop never
+    /// interleaves with a draw.
+    stopped: Arc<std::sync::Mutex<bool>>,
+    task: tokio::task::JoinHandle<()>,
 }
 
-fn clear_progress() {
-    if std::io::stderr().is_terminal() {
-        eprint!("\r\x1b[2K");
+impl Progress {
+    fn start(started: Instant) -> Self {
+        let stopped = Arc::new(std::sync::Mutex::new(false));
+        let flag = Arc::clone(&stopped);
+        let task = tokio::spawn(async move {
+            if !std::io::stderr().is_terminal() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            loop {
+                {
+                    let stopped = flag.lock().unwrap_or_else(|e| e.into_inner());
+                    if *stopped {
+                        return;
+                    }
+                    eprint!(
+                        "\r\x1b[2K{}",
+                        status_line(started.elapsed(), &running_tierings())
+                    );
+                    let _ = std::io::stderr().flush();
+                }
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+        });
+        Self { stopped, task }
     }
+
+    /// Stops and clears the line; later calls do nothing.
+    fn stop(&self) {
+        let mut stopped = self.stopped.lock().unwrap_or_else(|e| e.into_inner());
+        if !*stopped {
+            *stopped = true;
+            self.task.abort();
+            if std::io::stderr().is_terminal() {
+                eprint!("\r\x1b[2K");
+                let _ = std::io::stderr().flush();
+            }
+        }
+    }
+}
+
+/// The status line of a running statement.
+fn status_line(elapsed: Duration, tierings: &[TieringStatus]) -> String {
+    let mut line = format!("… running for {:.0} s", elapsed.as_secs_f64());
+    for tiering in tierings {
+        line.push_str(" · ");
+        line.push_str(&tiering.to_string());
+    }
+    line
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_status_line_shows_tierings() {
+        assert_eq!(
+            status_line(Duration::from_secs(3), &[]),
+            "… running for 3 s"
+        );
+        let tiering = TieringStatus {
+            table: "default.t".to_string(),
+            rows: 2_000_000,
+            total: 5_000_000,
+        };
+        assert_eq!(
+            status_line(Duration::from_millis(7_400), &[tiering]),
+            "… running for 7 s · tiering default.t: 2000000 of 5000000 rows"
+        );
+    }
 
     #[test]
     fn completeness() {

@@ -10,6 +10,7 @@
 pub mod fluss;
 mod lazy;
 pub mod local;
+pub mod progress;
 mod registry;
 
 use std::collections::{BTreeMap, HashMap};

@@ -121,3 +121,70 @@ async fn the_store_runs_on_memory_urls_too() {
         .join("_lakestream")
         .exists());
 }
+
+/// A tiering shows how far it has got while it runs (the shell's status
+/// line reads this board), and leaves the board when it ends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_running_tiering_reports_its_progress() {
+    use paimon_lakestream::store::progress::running_tierings;
+
+    let warehouse = TestWarehouse::new(crate::support::CatalogKind::Filesystem).await;
+    // One segment per commit: 12 commits, each its own Paimon snapshot.
+    let ctx = Arc::new(
+        warehouse
+            .context_with(&[
+                ("lakestream.store", "local"),
+                ("local.tier-interval", "off"),
+                ("local.tier-max-rows", "1"),
+            ])
+            .await,
+    );
+    ctx.sql("CREATE TABLE progress_board (id INT) WITH ('lakestream.enabled' = 'true')")
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .unwrap();
+    for i in 0..12 {
+        ctx.sql(&format!("INSERT INTO progress_board VALUES ({i}), ({i})"))
+            .await
+            .unwrap()
+            .collect()
+            .await
+            .unwrap();
+    }
+    let tiering = {
+        let ctx = Arc::clone(&ctx);
+        tokio::spawn(async move {
+            ctx.sql("SELECT * FROM lakestream_tier('progress_board')")
+                .await?
+                .collect()
+                .await
+        })
+    };
+    let mut seen = Vec::new();
+    while !tiering.is_finished() {
+        seen.extend(
+            running_tierings()
+                .into_iter()
+                .filter(|s| s.table == "default.progress_board"),
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+    }
+    tiering.await.expect("join").expect("tiering");
+    assert!(!seen.is_empty(), "the tiering never showed on the board");
+    // Before it has listed the store, a tiering does not know its total yet.
+    assert!(
+        seen.iter()
+            .all(|s| (s.total == 0 || s.total == 24) && s.rows <= s.total),
+        "{seen:?}"
+    );
+    assert!(seen.iter().any(|s| s.total == 24), "{seen:?}");
+    assert!(
+        seen.iter().any(|s| s.rows > 0 && s.rows < 24),
+        "no status between the first and the last commit: {seen:?}"
+    );
+    assert!(running_tierings()
+        .iter()
+        .all(|s| s.table != "default.progress_board"));
+}

@@ -29,6 +29,7 @@ use super::root::Root;
 use super::segment::{self, SegmentError};
 use super::{failpoint, path, LOCAL};
 use crate::error::{Error, Result};
+use crate::store::progress::TierProgress;
 use crate::store::{
     log_arrow_schema, primary_keys, store_error, RowKind, StoreLog, TierReport, WriteKind,
 };
@@ -469,6 +470,8 @@ impl TableState {
         }
         let schema = log_arrow_schema(table)?;
         let mut report = TierReport::default();
+        let progress = TierProgress::start(self.identifier.full_name());
+        let mut counted = false;
         let mut vanished = 0;
         loop {
             let (snapshot_id, position) = self.tiered(table).await?;
@@ -487,6 +490,15 @@ impl TableState {
                 }
                 continue;
             };
+            if !counted {
+                counted = true;
+                let waiting = segments
+                    .iter()
+                    .flat_map(|(_, segment)| segment.iter())
+                    .map(|b| b.num_rows() as u64)
+                    .sum();
+                progress.set_total(waiting);
+            }
             // Segments are whole units: take them until the batch is big enough.
             let mut chosen = Vec::new();
             let mut rows = 0u64;
@@ -506,6 +518,7 @@ impl TableState {
             self.commit(table, &batches, end).await?;
             report.rows += rows;
             report.commits += 1;
+            progress.set_rows(report.rows);
             report.position = end;
             let (snapshot_id, _) = self.tiered(table).await?;
             self.trim(end, snapshot_id).await?;
