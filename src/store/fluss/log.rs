@@ -67,6 +67,23 @@ impl fmt::Debug for FlussLog {
 
 type BatchStream = std::pin::Pin<Box<dyn Stream<Item = Result<RecordBatch>> + Send>>;
 
+/// The stream `read` builds from what `setup` gives, once `setup` is done;
+/// or `setup`'s error as the stream's only item.
+fn after_setup<T, S, F>(setup: S, read: F) -> BatchStream
+where
+    S: std::future::Future<Output = Result<T>> + Send + 'static,
+    F: FnOnce(T) -> BatchStream + Send + 'static,
+{
+    futures::stream::once(async move {
+        match setup.await {
+            Ok(ready) => read(ready),
+            Err(e) => futures::stream::once(async move { Err(e) }).boxed(),
+        }
+    })
+    .flatten()
+    .boxed()
+}
+
 impl FlussLog {
     fn adapt(&self, stream: BatchStream) -> SendableRecordBatchStream {
         let stream = stream.map(|batch| batch.map_err(Error::into_datafusion));
@@ -154,33 +171,22 @@ impl LogReader {
                     stopping_offset: r.end,
                 })
                 .collect();
-            let reader = this
-                .target
+            this.target
                 .bounded(
                     "read the log of",
                     RecordBatchLogReader::new_from_ranges(scanner, ranges),
                 )
-                .await?;
-            Ok::<_, Error>(reader)
+                .await
         };
-        let this = self;
-        futures::stream::once(setup)
-            .map(move |reader| {
-                let this = this.clone();
-                match reader {
-                    Ok(reader) => reader
-                        .into_stream()
-                        .map(move |batch| {
-                            let batch =
-                                batch.map_err(|e| this.target.fluss_error("read the log of", e))?;
-                            this.to_log_batch(batch.batch(), None)
-                        })
-                        .boxed(),
-                    Err(e) => futures::stream::once(async move { Err(e) }).boxed(),
-                }
-            })
-            .flatten()
-            .boxed()
+        after_setup(setup, move |reader| {
+            reader
+                .into_stream()
+                .map(move |batch| {
+                    let batch = batch.map_err(|e| self.target.fluss_error("read the log of", e))?;
+                    self.to_log_batch(batch.batch(), None)
+                })
+                .boxed()
+        })
     }
 
     /// Log tables, following: a batch scanner polled until the stream is dropped.
@@ -196,35 +202,25 @@ impl LogReader {
             this.target
                 .bounded("follow the log of", scanner.subscribe_buckets(&offsets))
                 .await?;
-            Ok::<_, Error>(scanner)
+            Ok(scanner)
         };
-        let this = self;
-        futures::stream::once(setup)
-            .map(move |scanner| {
-                let this = this.clone();
-                match scanner {
-                    Ok(scanner) => {
-                        futures::stream::unfold((scanner, this), |(scanner, this)| async move {
-                            let polled = scanner.poll(POLL_TIMEOUT).await;
-                            let batches: Vec<Result<RecordBatch>> = match polled {
-                                Ok(batches) => batches
-                                    .iter()
-                                    .map(|b| this.to_log_batch(b.batch(), None))
-                                    .collect(),
-                                Err(e) => {
-                                    vec![Err(this.target.fluss_error("follow the log of", e))]
-                                }
-                            };
-                            Some((futures::stream::iter(batches), (scanner, this)))
-                        })
-                        .flatten()
-                        .boxed()
+        after_setup(setup, move |scanner| {
+            futures::stream::unfold((scanner, self), |(scanner, this)| async move {
+                let polled = scanner.poll(POLL_TIMEOUT).await;
+                let batches: Vec<Result<RecordBatch>> = match polled {
+                    Ok(batches) => batches
+                        .iter()
+                        .map(|b| this.to_log_batch(b.batch(), None))
+                        .collect(),
+                    Err(e) => {
+                        vec![Err(this.target.fluss_error("follow the log of", e))]
                     }
-                    Err(e) => futures::stream::once(async move { Err(e) }).boxed(),
-                }
+                };
+                Some((futures::stream::iter(batches), (scanner, this)))
             })
             .flatten()
             .boxed()
+        })
     }
 
     /// Primary-key tables: change records, bounded or following.
@@ -241,35 +237,25 @@ impl LogReader {
                 .bounded("read the changes of", scanner.subscribe_buckets(&offsets))
                 .await?;
             let ends: HashMap<i32, i64> = ranges.iter().map(|r| (r.bucket, r.end)).collect();
-            Ok::<_, Error>((scanner, ends))
+            Ok((scanner, ends))
         };
-        let this = self;
-        futures::stream::once(setup)
-            .map(move |setup| {
-                let this = this.clone();
-                match setup {
-                    Ok((scanner, ends)) => {
-                        let state = ChangeState {
-                            scanner,
-                            ends,
-                            bounded,
-                            idle: Duration::ZERO,
-                        };
-                        futures::stream::unfold((state, this), |(mut state, this)| async move {
-                            if state.bounded && state.ends.is_empty() {
-                                return None;
-                            }
-                            let batches = this.poll_changes(&mut state).await;
-                            Some((futures::stream::iter(batches), (state, this)))
-                        })
-                        .flatten()
-                        .boxed()
-                    }
-                    Err(e) => futures::stream::once(async move { Err(e) }).boxed(),
+        after_setup(setup, move |(scanner, ends)| {
+            let state = ChangeState {
+                scanner,
+                ends,
+                bounded,
+                idle: Duration::ZERO,
+            };
+            futures::stream::unfold((state, self), |(mut state, this)| async move {
+                if state.bounded && state.ends.is_empty() {
+                    return None;
                 }
+                let batches = this.poll_changes(&mut state).await;
+                Some((futures::stream::iter(batches), (state, this)))
             })
             .flatten()
             .boxed()
+        })
     }
 
     /// One poll of a change scanner, as log batches in offset order per bucket.
@@ -295,7 +281,10 @@ impl LogReader {
                 return vec![Err(self.target.unavailable(
                     "read the changes of",
                     format!(
-                        "no records arrived for {:?} before the end fixed at planning ({}).                          Fluss ends a bucket's log with an empty batch when a write changed                          nothing (a delete of a key it does not hold); such a read cannot see                          where the log ends. Read again after the next write",
+                        "no records arrived for {:?} before the end fixed at planning ({}). \
+                        Fluss ends a bucket's log with an empty batch when a write changed \
+                        nothing (a delete of a key it does not hold); such a read cannot see \
+                        where the log ends. Read again after the next write",
                         self.target.request_timeout,
                         buckets.join(", ")
                     ),
