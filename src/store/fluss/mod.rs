@@ -329,22 +329,38 @@ impl Target {
         }
     }
 
+    /// The error of a call that got no answer within the request timeout.
+    fn no_answer(&self, operation: &str) -> Error {
+        self.unavailable(
+            operation,
+            format!(
+                "no answer within {:?} (fluss.client.request-timeout)",
+                self.request_timeout
+            ),
+        )
+    }
+
+    /// Runs a fluss-rs call within the request timeout and hands back
+    /// Fluss's own answer, for callers that look into its errors.
+    pub(crate) async fn answer<T>(
+        &self,
+        operation: &str,
+        call: impl Future<Output = fluss::error::Result<T>>,
+    ) -> Result<fluss::error::Result<T>> {
+        tokio::time::timeout(self.request_timeout, call)
+            .await
+            .map_err(|_| self.no_answer(operation))
+    }
+
     /// Runs a fluss-rs call within the request timeout.
     pub(crate) async fn bounded<T>(
         &self,
         operation: &str,
         call: impl Future<Output = fluss::error::Result<T>>,
     ) -> Result<T> {
-        match tokio::time::timeout(self.request_timeout, call).await {
-            Ok(result) => result.map_err(|e| self.fluss_error(operation, e)),
-            Err(_) => Err(self.unavailable(
-                operation,
-                format!(
-                    "no answer within {:?} (fluss.client.request-timeout)",
-                    self.request_timeout
-                ),
-            )),
-        }
+        self.answer(operation, call)
+            .await?
+            .map_err(|e| self.fluss_error(operation, e))
     }
 
     /// Like [`Self::bounded`], for idempotent calls: retried while the cluster
@@ -367,15 +383,7 @@ impl Target {
                     pause = (pause * 2).min(Duration::from_secs(1));
                 }
                 Ok(Err(e)) => return Err(self.fluss_error(operation, e)),
-                Err(_) => {
-                    return Err(self.unavailable(
-                        operation,
-                        format!(
-                            "no answer within {:?} (fluss.client.request-timeout)",
-                            self.request_timeout
-                        ),
-                    ))
-                }
+                Err(_) => return Err(self.no_answer(operation)),
             }
         }
     }
@@ -448,24 +456,13 @@ impl FlussStore {
                     .connection
                     .get_admin()
                     .map_err(|e| target.fluss_error("reach", e))?;
-                let configs = match tokio::time::timeout(
-                    target.request_timeout,
-                    admin.describe_cluster_configs(),
-                )
-                .await
+                let configs = match target
+                    .answer("describe the cluster for", admin.describe_cluster_configs())
+                    .await?
                 {
-                    Ok(Ok(configs)) => configs,
-                    Ok(Err(e)) if e.api_error().is_some() => return Ok(()),
-                    Ok(Err(e)) => return Err(target.fluss_error("describe the cluster for", e)),
-                    Err(_) => {
-                        return Err(target.unavailable(
-                            "describe the cluster for",
-                            format!(
-                                "no answer within {:?} (fluss.client.request-timeout)",
-                                target.request_timeout
-                            ),
-                        ))
-                    }
+                    Ok(configs) => configs,
+                    Err(e) if e.api_error().is_some() => return Ok(()),
+                    Err(e) => return Err(target.fluss_error("describe the cluster for", e)),
                 };
                 let config = |key: &str| {
                     configs
@@ -880,24 +877,16 @@ impl LakestreamStore for FlussStore {
             .connection
             .get_admin()
             .map_err(|e| target.fluss_error("reach", e))?;
-        let lake = match tokio::time::timeout(
-            target.request_timeout,
-            admin.get_lake_snapshot(&target.path, None, Some(true)),
-        )
-        .await
+        let lake = match target
+            .answer(
+                "find the tiered snapshot of",
+                admin.get_lake_snapshot(&target.path, None, Some(true)),
+            )
+            .await?
         {
-            Ok(Ok(snapshot)) => Some(snapshot),
-            Ok(Err(e)) if e.api_error() == Some(FlussError::LakeSnapshotNotExist) => None,
-            Ok(Err(e)) => return Err(target.fluss_error("find the tiered snapshot of", e)),
-            Err(_) => {
-                return Err(target.unavailable(
-                    "find the tiered snapshot of",
-                    format!(
-                        "no answer within {:?} (fluss.client.request-timeout)",
-                        target.request_timeout
-                    ),
-                ))
-            }
+            Ok(snapshot) => Some(snapshot),
+            Err(e) if e.api_error() == Some(FlussError::LakeSnapshotNotExist) => None,
+            Err(e) => return Err(target.fluss_error("find the tiered snapshot of", e)),
         };
         let buckets: Vec<i32> = (0..info.get_num_buckets()).collect();
         let ends = target
