@@ -201,15 +201,21 @@ pub fn reject_session_key(key: &str, origin: &str) -> Result<()> {
     Ok(())
 }
 
+/// A map of options from pairs, for tests.
+#[cfg(test)]
+pub(crate) fn map_of<M: FromIterator<(String, String)>>(pairs: &[(&str, &str)]) -> M {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn opts(pairs: &[(&str, &str)]) -> HashMap<String, String> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
+        map_of(pairs)
     }
 
     #[test]

@@ -312,13 +312,7 @@ fn parse_jaas(text: &str) -> Option<(String, String)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn options(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
-    }
+    use crate::options::map_of as options;
 
     #[test]
     fn maps_client_options_onto_the_config() {

@@ -350,13 +350,7 @@ impl LakestreamStore for LocalStore {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn opts(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
-    }
+    use crate::options::map_of as opts;
 
     #[test]
     fn options_default_under_the_warehouse() {
