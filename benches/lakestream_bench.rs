@@ -92,6 +92,29 @@ struct Bench {
 }
 
 impl Bench {
+    /// A context whose catalog `paimon` on `warehouse` names `store`, with
+    /// the `local` store's background tiering off, plus `extra` options.
+    async fn open(
+        warehouse: &std::path::Path,
+        store: &str,
+        extra: &[(&str, &str)],
+    ) -> Result<Self, Error> {
+        let mut options = HashMap::from([
+            ("warehouse".to_string(), warehouse.display().to_string()),
+            ("lakestream.store".to_string(), store.to_string()),
+        ]);
+        if store == "local" {
+            options.insert("local.tier-interval".to_string(), "off".to_string());
+        }
+        options.extend(extra.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+        let mut ctx = LakeStreamContext::new();
+        ctx.register_catalog("paimon", options).await?;
+        Ok(Self {
+            ctx,
+            store: store.to_string(),
+        })
+    }
+
     async fn run(&self, sql: &str) -> Result<Vec<RecordBatch>, Error> {
         let df = self.ctx.sql(sql).await.map_err(|e| format!("{sql}: {e}"))?;
         Ok(df.collect().await.map_err(|e| format!("{sql}: {e}"))?)
@@ -372,25 +395,16 @@ async fn bench(args: Args) -> Result<(), Error> {
     std::fs::create_dir_all(&dir)?;
     let warehouse = dir.join("warehouse");
     std::fs::create_dir_all(&warehouse)?;
-    let mut options = HashMap::from([
-        ("warehouse".to_string(), warehouse.display().to_string()),
-        ("lakestream.store".to_string(), args.store.clone()),
-    ]);
-    if args.store == "local" {
-        options.insert("local.tier-interval".to_string(), "off".to_string());
-    }
-    for option in &args.options {
-        let (key, value) = option
-            .split_once('=')
-            .ok_or_else(|| format!("expected KEY=VALUE, got '{option}'"))?;
-        options.insert(key.to_string(), value.to_string());
-    }
-    let mut ctx = LakeStreamContext::new();
-    ctx.register_catalog("paimon", options).await?;
-    let bench = Bench {
-        ctx,
-        store: args.store.clone(),
-    };
+    let extra = args
+        .options
+        .iter()
+        .map(|option| {
+            option
+                .split_once('=')
+                .ok_or_else(|| format!("expected KEY=VALUE, got '{option}'"))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let bench = Bench::open(&warehouse, &args.store, &extra).await?;
     eprintln!(
         "lakestream-bench: store {}, {} sizes, warehouse {}",
         bench.store,
@@ -417,20 +431,7 @@ async fn bench(args: Args) -> Result<(), Error> {
         // warehouse of its own.
         let warehouse = dir.join("local-warehouse");
         std::fs::create_dir_all(&warehouse)?;
-        let mut ctx = LakeStreamContext::new();
-        ctx.register_catalog(
-            "paimon",
-            HashMap::from([
-                ("warehouse".to_string(), warehouse.display().to_string()),
-                ("lakestream.store".to_string(), "local".to_string()),
-                ("local.tier-interval".to_string(), "off".to_string()),
-            ]),
-        )
-        .await?;
-        let local = Bench {
-            ctx,
-            store: "local".to_string(),
-        };
+        let local = Bench::open(&warehouse, "local", &[]).await?;
         let (p50, p99) = local.freshness(sizes.freshness_writes).await?;
         figures.insert("local_freshness_p50_ms", p50);
         figures.insert("local_freshness_p99_ms", p99);
