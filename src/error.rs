@@ -199,6 +199,81 @@ pub enum Error {
         table: String,
     },
 
+    /// The store's table for a name belongs to an earlier Paimon table of
+    /// that name, dropped and created again where the store did not see it.
+    #[error(
+        "lakestream store '{store}' holds the rows of an earlier table named '{table}' (dropped \
+         and created again by another process or engine); they are not served and never reach \
+         the new table. Turning the mode on attaches a store table for the new one and discards \
+         them: ALTER TABLE {table} SET TBLPROPERTIES ('lakestream.enabled'='true')"
+    )]
+    StoreTableStale {
+        /// The store's identifier.
+        store: String,
+        /// The table's full name.
+        table: String,
+    },
+
+    /// A store file whose bytes do not verify.
+    #[error(
+        "segment '{file}' of '{table}' is damaged ({reason}); {held}. Reads of '{table}$rt' and \
+         tiering stop there rather than skip it. Move it aside, losing its rows, with: \
+         CALL sys.lakestream_set_aside('{table}', {position})"
+    )]
+    SegmentDamaged {
+        /// The table's full name.
+        table: String,
+        /// The damaged file.
+        file: String,
+        /// Its position in the table's log.
+        position: u64,
+        /// What does not verify.
+        reason: String,
+        /// How many rows it held, as far as can be told.
+        held: String,
+    },
+
+    /// A streaming read that needs log the store has trimmed.
+    #[error(
+        "a streaming read of '{table}$rt' fell behind: the store's log at position {position} \
+         was tiered into Paimon and deleted ('local.log-retention' says how long tiered log \
+         stays readable). Start the read again: it begins from what tiering wrote to Paimon"
+    )]
+    StreamBehind {
+        /// The table's full name.
+        table: String,
+        /// The position the read needed.
+        position: u64,
+    },
+
+    /// The table went away under a streaming read.
+    #[error("'{table}' was dropped during a streaming read of '{table}$rt'")]
+    DroppedDuringRead {
+        /// The table's full name.
+        table: String,
+    },
+
+    /// A write that failed before any of its rows became visible.
+    #[error("nothing was written to '{table}': {reason}")]
+    WriteNotApplied {
+        /// The table's full name.
+        table: String,
+        /// Why.
+        reason: String,
+    },
+
+    /// A write whose outcome is not known: its rows may or may not appear.
+    #[error(
+        "the outcome of the write to '{table}' is unknown ({reason}): its rows may still appear. \
+         Check with SELECT ... FROM {table}$rt before writing them again"
+    )]
+    WriteOutcomeUnknown {
+        /// The table's full name.
+        table: String,
+        /// Why.
+        reason: String,
+    },
+
     /// On-demand tiering asked of a store whose own service tiers.
     #[error(
         "lakestream store '{store}' has no on-demand tiering: its own tiering service moves rows \
@@ -319,7 +394,39 @@ impl Error {
                 | Error::DataFusion(_)
                 | Error::StoreFailed { .. }
                 | Error::Internal(_)
+                | Error::SegmentDamaged { .. }
+                | Error::StreamBehind { .. }
+                | Error::DroppedDuringRead { .. }
+                | Error::WriteNotApplied { .. }
+                | Error::WriteOutcomeUnknown { .. }
         )
+    }
+
+    /// A copy of this error for each writer of a group commit: the typed
+    /// errors a writer acts on stay typed, others keep their text.
+    pub(crate) fn share(&self, store: &str) -> Error {
+        match self {
+            Error::StoreTableMissing { store, table } => Error::StoreTableMissing {
+                store: store.clone(),
+                table: table.clone(),
+            },
+            Error::StoreTableStale { store, table } => Error::StoreTableStale {
+                store: store.clone(),
+                table: table.clone(),
+            },
+            Error::WriteNotApplied { table, reason } => Error::WriteNotApplied {
+                table: table.clone(),
+                reason: reason.clone(),
+            },
+            Error::WriteOutcomeUnknown { table, reason } => Error::WriteOutcomeUnknown {
+                table: table.clone(),
+                reason: reason.clone(),
+            },
+            other => Error::StoreFailed {
+                store: store.to_string(),
+                source: other.to_string().into(),
+            },
+        }
     }
 
     /// Wraps this error as a [`paimon::Error`] for the `paimon::Catalog`
@@ -347,7 +454,12 @@ impl From<Error> for DataFusionError {
         match error {
             Error::DataFusion(e) => e,
             Error::Paimon(e) => paimon_datafusion::to_datafusion_error(e),
-            e @ Error::StoreFailed { .. } => DataFusionError::External(Box::new(e)),
+            e @ (Error::StoreFailed { .. }
+            | Error::SegmentDamaged { .. }
+            | Error::StreamBehind { .. }
+            | Error::DroppedDuringRead { .. }
+            | Error::WriteNotApplied { .. }
+            | Error::WriteOutcomeUnknown { .. }) => DataFusionError::External(Box::new(e)),
             Error::Internal(message) => DataFusionError::Internal(message),
             user => DataFusionError::Plan(user.to_string()),
         }

@@ -28,7 +28,10 @@ use crate::planner::relation::RealtimeRelationPlanner;
 use crate::planner::write::WriteRouting;
 use crate::planner::PlannerState;
 use crate::store::{builtin_registry, StoreRegistry};
-use crate::table::{PaimonTableFactory, TierFunction, PAIMON_FORMAT, TIER_FUNCTION};
+use crate::table::{
+    PaimonTableFactory, SetAsideFunction, TierFunction, PAIMON_FORMAT, SET_ASIDE_FUNCTION,
+    TIER_FUNCTION,
+};
 
 /// The lake-stream hooks of one DataFusion session, and its lake-stream catalogs.
 #[derive(Debug, Clone)]
@@ -75,6 +78,10 @@ impl LakeStreamExtension {
         ctx.register_udtf(
             TIER_FUNCTION,
             Arc::new(TierFunction::new(Arc::clone(&state))),
+        );
+        ctx.register_udtf(
+            SET_ASIDE_FUNCTION,
+            Arc::new(SetAsideFunction::new(Arc::clone(&state))),
         );
         let session_state = ctx.state_ref();
         let mut session_state = session_state.write();

@@ -93,6 +93,17 @@ impl DataSink for StoreSink {
                 s.write(&table, kind, batches).await
             })
             .await
+            .map_err(|e| match e {
+                // A store may still finish a write it did not answer in time.
+                Error::StoreTimeout { timeout, .. } => Error::WriteOutcomeUnknown {
+                    table: self.table.identifier().full_name(),
+                    reason: format!(
+                        "it did not finish within {timeout:?}, the bound set by \
+                         'lakestream.timeout', and goes on in the background"
+                    ),
+                },
+                other => other,
+            })
             .map_err(Error::into_datafusion)?;
         Ok(written)
     }

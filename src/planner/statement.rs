@@ -306,17 +306,16 @@ fn procedure_call(function: &Function) -> Option<String> {
         .iter()
         .filter_map(|p| p.as_ident().map(|i| i.value.as_str()))
         .collect();
-    let is_tier = match parts.as_slice() {
-        [name] | ["sys" | "SYS", name] => name.eq_ignore_ascii_case(crate::table::TIER_FUNCTION),
-        _ => false,
-    };
-    is_tier.then(|| {
-        format!(
-            "SELECT * FROM {}{}",
+    let procedure = match parts.as_slice() {
+        [name] | ["sys" | "SYS", name] => [
             crate::table::TIER_FUNCTION,
-            function.args
-        )
-    })
+            crate::table::SET_ASIDE_FUNCTION,
+        ]
+        .into_iter()
+        .find(|procedure| name.eq_ignore_ascii_case(procedure)),
+        _ => None,
+    };
+    procedure.map(|procedure| format!("SELECT * FROM {procedure}{}", function.args))
 }
 
 fn unquote(text: &str) -> String {

@@ -157,6 +157,20 @@ pub trait LakestreamStore: Debug + Send + Sync {
         })
     }
 
+    /// Moves the damaged piece of the store's log of `table` at `position`
+    /// aside, so reads and tiering go on past it, and says what it held.
+    /// Stores without such pieces answer that they have none.
+    async fn set_aside(&self, table: &Table, position: u64) -> Result<String> {
+        let _ = (table, position);
+        Err(Error::InvalidStatement {
+            statement: "set aside".to_string(),
+            reason: format!(
+                "lakestream store '{}' keeps no log segments to set aside",
+                self.identifier()
+            ),
+        })
+    }
+
     /// How many rows of `table` the store holds that Paimon does not.
     async fn pending_rows(&self, table: &Table) -> Result<u64> {
         let _ = table;

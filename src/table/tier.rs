@@ -2,6 +2,10 @@
 //! Paimon now. A table function, so it works in any DataFusion session that
 //! has the lake-stream catalogs; `CALL sys.lakestream_tier('db.t')` in
 //! `LakeStreamContext` runs the same function.
+//!
+//! `lakestream_set_aside('db.t', position)`: moves a damaged segment of the
+//! store's log aside (its rows are lost), so reads and tiering go on; it
+//! answers what the segment held. `CALL sys.lakestream_set_aside(...)` too.
 
 use std::sync::Arc;
 
@@ -22,6 +26,8 @@ use crate::planner::PlannerState;
 
 /// The name the table function is registered under.
 pub(crate) const TIER_FUNCTION: &str = "lakestream_tier";
+/// The name of the set-aside function.
+pub(crate) const SET_ASIDE_FUNCTION: &str = "lakestream_set_aside";
 
 /// The `lakestream_tier` table function.
 #[derive(Debug)]
@@ -60,6 +66,111 @@ impl TableFunctionImpl for TierFunction {
             identifier,
             schema: report_schema(),
         }))
+    }
+}
+
+/// The `lakestream_set_aside` table function.
+#[derive(Debug)]
+pub(crate) struct SetAsideFunction {
+    state: Arc<PlannerState>,
+}
+
+impl SetAsideFunction {
+    pub(crate) fn new(state: Arc<PlannerState>) -> Self {
+        Self { state }
+    }
+}
+
+impl TableFunctionImpl for SetAsideFunction {
+    fn call_with_args(&self, args: TableFunctionArgs) -> DFResult<Arc<dyn TableProvider>> {
+        let usage = || {
+            DataFusionError::Plan(format!(
+                "{SET_ASIDE_FUNCTION} takes the table's name as a string and the damaged \
+                 segment's position as a number: {SET_ASIDE_FUNCTION}('db.t', 5)"
+            ))
+        };
+        let [Expr::Literal(ScalarValue::Utf8(Some(name)) | ScalarValue::Utf8View(Some(name)), _), Expr::Literal(position, _)] =
+            args.exprs()
+        else {
+            return Err(usage());
+        };
+        let position = match position {
+            ScalarValue::Int64(Some(p)) => u64::try_from(*p).ok(),
+            ScalarValue::Int32(Some(p)) => u64::try_from(*p).ok(),
+            ScalarValue::UInt64(Some(p)) => Some(*p),
+            _ => None,
+        }
+        .ok_or_else(usage)?;
+        let reference = TableReference::parse_str(name);
+        let config = args.session().config_options();
+        let (catalog, identifier) = self.state.resolve(&reference, config).ok_or_else(|| {
+            DataFusionError::Plan(format!(
+                "{SET_ASIDE_FUNCTION}: '{name}' is not a table of a lake-stream catalog"
+            ))
+        })?;
+        Ok(Arc::new(SetAsideTable {
+            catalog,
+            identifier,
+            position,
+            schema: Arc::new(Schema::new(vec![Field::new(
+                "result",
+                DataType::Utf8,
+                false,
+            )])),
+        }))
+    }
+}
+
+/// Setting a segment aside as a table: planning a scan of it does it.
+#[derive(Debug)]
+struct SetAsideTable {
+    catalog: Arc<crate::catalog::LakeStreamCatalog>,
+    identifier: paimon::catalog::Identifier,
+    position: u64,
+    schema: SchemaRef,
+}
+
+#[async_trait]
+impl TableProvider for SetAsideTable {
+    fn schema(&self) -> SchemaRef {
+        Arc::clone(&self.schema)
+    }
+
+    fn table_type(&self) -> TableType {
+        TableType::Temporary
+    }
+
+    async fn scan(
+        &self,
+        _state: &dyn Session,
+        projection: Option<&Vec<usize>>,
+        _filters: &[Expr],
+        _limit: Option<usize>,
+    ) -> DFResult<Arc<dyn ExecutionPlan>> {
+        let table = self
+            .catalog
+            .get_table(&self.identifier)
+            .await
+            .map_err(Error::from)?;
+        let store = self
+            .catalog
+            .binding()
+            .require("setting a segment aside", &self.identifier)?;
+        let position = self.position;
+        let result = store
+            .call("set a segment aside", |s| async move {
+                s.set_aside(&table, position).await
+            })
+            .await?;
+        let batch = RecordBatch::try_new(
+            Arc::clone(&self.schema),
+            vec![Arc::new(StringArray::from(vec![result]))],
+        )?;
+        Ok(MemorySourceConfig::try_new_exec(
+            &[vec![batch]],
+            Arc::clone(&self.schema),
+            projection.cloned(),
+        )?)
     }
 }
 

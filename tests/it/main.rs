@@ -2,6 +2,7 @@ mod catalog_api;
 mod cli;
 mod crash;
 mod docs;
+mod durability;
 mod embed;
 #[cfg(feature = "fluss")]
 mod fluss;

@@ -11,8 +11,9 @@
 //!   demand (`lakestream_tier`), or as `lakestream-cli tier`.
 //!
 //! Catalog options (`local.<key>`): `path` (default `<warehouse>/_lakestream`),
-//! `tier-interval` (default `30s`, `off` to disable background tiering) and
-//! `tier-max-rows` (rows per tiering commit, default 2,000,000).
+//! `tier-interval` (default `30s`, `off` to disable background tiering),
+//! `tier-max-rows` (rows per tiering commit, default 2,000,000) and
+//! `log-retention` (how long tiered log stays readable, default `10min`).
 
 mod path;
 mod root;
@@ -28,6 +29,7 @@ use datafusion::arrow::array::RecordBatch;
 use paimon::catalog::{Catalog, Identifier};
 use paimon::table::Table;
 
+pub use root::register_object_store;
 pub use table::TIER_USER;
 
 use self::root::Root;
@@ -45,7 +47,13 @@ pub const LOCAL: &str = "local";
 const PATH: &str = "path";
 const TIER_INTERVAL: &str = "tier-interval";
 const TIER_MAX_ROWS: &str = "tier-max-rows";
-const KNOWN_OPTIONS: &[&str] = &[PATH, TIER_INTERVAL, TIER_MAX_ROWS];
+const LOG_RETENTION: &str = "log-retention";
+const KNOWN_OPTIONS: &[&str] = &[PATH, TIER_INTERVAL, TIER_MAX_ROWS, LOG_RETENTION];
+/// Long enough for a streaming read to ride out a pause, and for any write
+/// to finish well within it (see `table.rs`: a write never lands below the
+/// tiered position while it is younger than half of this).
+const DEFAULT_LOG_RETENTION: Duration = Duration::from_secs(600);
+const MIN_LOG_RETENTION: Duration = Duration::from_secs(1);
 const DEFAULT_TIER_INTERVAL: Duration = Duration::from_secs(30);
 const DEFAULT_TIER_MAX_ROWS: u64 = 2_000_000;
 
@@ -69,6 +77,9 @@ pub struct LocalOptions {
     pub tier_interval: Option<Duration>,
     /// Rows per tiering commit, at most (whole segments are never split).
     pub tier_max_rows: u64,
+    /// How long segments stay after tiering passed them: streaming reads
+    /// that fall behind by less go on from the log.
+    pub log_retention: Duration,
 }
 
 impl LocalOptions {
@@ -137,10 +148,24 @@ impl LocalOptions {
                     invalid(TIER_MAX_ROWS, format!("'{text}' is not a positive number"))
                 })?,
         };
+        let log_retention = match options.get(LOG_RETENTION) {
+            None => DEFAULT_LOG_RETENTION,
+            Some(text) => {
+                let retention = parse_duration(text).map_err(|r| invalid(LOG_RETENTION, r))?;
+                if retention < MIN_LOG_RETENTION {
+                    return Err(invalid(
+                        LOG_RETENTION,
+                        format!("must be at least {MIN_LOG_RETENTION:?}"),
+                    ));
+                }
+                retention
+            }
+        };
         Ok(Self {
             path,
             tier_interval,
             tier_max_rows,
+            log_retention,
         })
     }
 }
@@ -212,6 +237,16 @@ impl LocalStore {
         self.inner.tier(table).await
     }
 
+    /// Moves the damaged segment at `position` of `table` aside, so reads
+    /// and tiering go on past it (its rows are lost); says what it held.
+    pub async fn set_aside(&self, table: &Table, position: u64) -> Result<String> {
+        self.inner
+            .root
+            .table(table.identifier())
+            .set_aside(table, position)
+            .await
+    }
+
     /// Rows of `table` in the store that Paimon does not hold yet.
     pub async fn pending_rows(&self, table: &Table) -> Result<u64> {
         self.inner
@@ -272,7 +307,11 @@ impl Inner {
     async fn tier(&self, table: &Table) -> Result<TierReport> {
         self.root
             .table(table.identifier())
-            .tier(table, self.options.tier_max_rows)
+            .tier(
+                table,
+                self.options.tier_max_rows,
+                self.options.log_retention,
+            )
             .await
     }
 }
@@ -292,9 +331,8 @@ impl LakestreamStore for LocalStore {
     }
 
     async fn drop_table(&self, identifier: &Identifier) -> Result<()> {
-        self.inner.root.table(identifier).drop_files().await?;
-        self.inner.root.forget(identifier);
-        Ok(())
+        // The table's state stays: it checks the incarnation on every use.
+        self.inner.root.table(identifier).drop_files().await
     }
 
     async fn plan_read(&self, table: &Table, _mode: ScanMode) -> Result<StoreRead> {
@@ -329,11 +367,17 @@ impl LakestreamStore for LocalStore {
             .iter()
             .map(|b| with_row_kind(b, kind, &schema))
             .collect::<Result<Vec<_>>>()?;
-        self.inner
-            .root
-            .table(table.identifier())
-            .append(batches)
-            .await?;
+        // The write runs in a task of its own: a caller that is cancelled
+        // or times out does not stop it part way (see docs/concepts).
+        let state = self.inner.root.table(table.identifier());
+        let owned = table.clone();
+        let retention = self.inner.options.log_retention;
+        tokio::spawn(async move { state.append(&owned, batches, retention).await })
+            .await
+            .map_err(|e| Error::WriteOutcomeUnknown {
+                table: table.identifier().full_name(),
+                reason: format!("the write task failed: {e}"),
+            })??;
         self.ensure_tiering(table.identifier());
         Ok(rows)
     }
@@ -344,6 +388,10 @@ impl LakestreamStore for LocalStore {
 
     async fn pending_rows(&self, table: &Table) -> Result<u64> {
         LocalStore::pending_rows(self, table).await
+    }
+
+    async fn set_aside(&self, table: &Table, position: u64) -> Result<String> {
+        LocalStore::set_aside(self, table, position).await
     }
 }
 
@@ -358,6 +406,7 @@ mod tests {
         assert_eq!(o.path, "/w/_lakestream");
         assert_eq!(o.tier_interval, Some(Duration::from_secs(30)));
         assert_eq!(o.tier_max_rows, 2_000_000);
+        assert_eq!(o.log_retention, Duration::from_secs(600));
         let o = LocalOptions::from_options(
             &opts(&[
                 ("path", "memory://x"),
@@ -380,6 +429,8 @@ mod tests {
             (vec![("tier-interval", "0s")], "local.tier-interval"),
             (vec![("tier-interval", "soon")], "local.tier-interval"),
             (vec![("tier-max-rows", "0")], "local.tier-max-rows"),
+            (vec![("log-retention", "500ms")], "local.log-retention"),
+            (vec![("log-retention", "later")], "local.log-retention"),
         ] {
             let err = LocalOptions::from_options(&opts(&pairs), Some("/w"))
                 .unwrap_err()

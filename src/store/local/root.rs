@@ -3,15 +3,23 @@
 //!
 //! Roots are shared per process: every catalog and context that names the
 //! same root sees the same caches, writer queues and notifications.
+//!
+//! New objects are durable and whole before they are acknowledged: on local
+//! disk [`Root::put_new`] writes a temporary file, fsyncs it, links it under
+//! its name (which fails if the name is taken) and fsyncs the directory, and
+//! every directory it creates is fsynced into its parent. Other object
+//! stores make a put whole and durable when it returns.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, OnceLock};
 
+use bytes::Bytes;
+
 use object_store::local::LocalFileSystem;
 use object_store::memory::InMemory;
 use object_store::path::Path;
-use object_store::ObjectStore;
+use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutPayload};
 use paimon::catalog::Identifier;
 use url::Url;
 
@@ -30,13 +38,42 @@ pub(crate) struct Root {
     tables: Mutex<HashMap<Identifier, Arc<TableState>>>,
 }
 
+fn roots() -> &'static Mutex<HashMap<String, Arc<Root>>> {
+    static ROOTS: OnceLock<Mutex<HashMap<String, Arc<Root>>>> = OnceLock::new();
+    ROOTS.get_or_init(Default::default)
+}
+
+/// Serves the store root at `url` (a URL whose scheme the store does not
+/// know, such as `faulty://name`) from `objects` in this process: a way to
+/// run the store over a wrapped object store (fault injection, metrics).
+/// Catalogs opened afterwards with `local.path = '<url>'` use it.
+pub fn register_object_store(url: &str, objects: Arc<dyn ObjectStore>) -> Result<()> {
+    let url = to_url(url)?;
+    let root = Arc::new(Root {
+        url: url.to_string(),
+        objects,
+        local_dir: None,
+        tables: Mutex::new(HashMap::new()),
+    });
+    roots()
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(url.to_string(), root);
+    Ok(())
+}
+
+/// Whether `put_new` created the object or found its name taken.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Created {
+    Yes,
+    AlreadyExists,
+}
+
 impl Root {
     /// The root at `location`: a URL (`file:///...`, `memory://name`) or a path.
     pub(crate) fn open(location: &str) -> Result<Arc<Root>> {
         let url = to_url(location)?;
-        static ROOTS: OnceLock<Mutex<HashMap<String, Arc<Root>>>> = OnceLock::new();
-        let roots = ROOTS.get_or_init(Default::default);
-        let mut roots = roots.lock().unwrap_or_else(|e| e.into_inner());
+        let mut roots = roots().lock().unwrap_or_else(|e| e.into_inner());
         if let Some(root) = roots.get(url.as_str()) {
             return Ok(Arc::clone(root));
         }
@@ -50,9 +87,10 @@ impl Root {
                     store: LOCAL.to_string(),
                     reason: format!("cannot create the store directory '{}': {e}", dir.display()),
                 })?;
-                let objects = LocalFileSystem::new_with_prefix(&dir)
-                    .map_err(|e| store_error(LOCAL, e))?
-                    .with_automatic_cleanup(true);
+                // Directories stay when their last file goes: a log
+                // directory that came and went would need fsyncing each time.
+                let objects =
+                    LocalFileSystem::new_with_prefix(&dir).map_err(|e| store_error(LOCAL, e))?;
                 (Arc::new(objects), Some(dir))
             }
             "memory" => (Arc::new(InMemory::new()), None),
@@ -88,14 +126,6 @@ impl Root {
                 .entry(identifier.clone())
                 .or_insert_with(|| Arc::new(TableState::new(Arc::clone(self), identifier))),
         )
-    }
-
-    /// Forgets a table's in-process state (after its files are deleted).
-    pub(crate) fn forget(&self, identifier: &Identifier) {
-        self.tables
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(identifier);
     }
 
     /// The local file behind an object, when the root is local disk.
@@ -134,21 +164,166 @@ impl Root {
         Ok(Some(locked))
     }
 
-    /// Makes a written object durable on local disk: the file and its
-    /// directory are fsynced. Object stores without a local directory are
-    /// durable once their put returns.
-    pub(crate) fn sync(&self, path: &Path) -> Result<()> {
-        let Some(file) = self.local_file(path) else {
-            return Ok(());
-        };
-        let sync = |p: &std::path::Path| std::fs::File::open(p).and_then(|f| f.sync_all());
-        sync(&file).map_err(|e| store_error(LOCAL, format!("fsync '{}': {e}", file.display())))?;
-        if let Some(parent) = file.parent() {
-            sync(parent)
-                .map_err(|e| store_error(LOCAL, format!("fsync '{}': {e}", parent.display())))?;
+    /// Creates `path` with `bytes` if no object has that name, durably and
+    /// whole: readers never see a part-written object under the name.
+    pub(crate) async fn put_new(&self, path: &Path, bytes: Bytes) -> Result<Created> {
+        match self.local_file(path) {
+            Some(file) => {
+                let dir = self.local_dir.clone();
+                tokio::task::spawn_blocking(move || durable_create(dir.as_deref(), &file, &bytes))
+                    .await
+                    .map_err(|e| store_error(LOCAL, e))?
+                    .map_err(|e| store_error(LOCAL, format!("write '{path}': {e}")))
+            }
+            None => {
+                let put = self
+                    .objects
+                    .put_opts(path, PutPayload::from(bytes), PutMode::Create.into())
+                    .await;
+                match put {
+                    Ok(_) => Ok(Created::Yes),
+                    Err(object_store::Error::AlreadyExists { .. }) => Ok(Created::AlreadyExists),
+                    Err(e) => Err(store_error(LOCAL, e)),
+                }
+            }
         }
-        Ok(())
     }
+
+    /// Writes `path` with `bytes`, replacing what is there, durably and
+    /// atomically: a reader sees the old bytes or the new, whole.
+    pub(crate) async fn put_replace(&self, path: &Path, bytes: Bytes) -> Result<()> {
+        match self.local_file(path) {
+            Some(file) => {
+                let dir = self.local_dir.clone();
+                tokio::task::spawn_blocking(move || durable_replace(dir.as_deref(), &file, &bytes))
+                    .await
+                    .map_err(|e| store_error(LOCAL, e))?
+                    .map_err(|e| store_error(LOCAL, format!("write '{path}': {e}")))
+            }
+            None => self
+                .objects
+                .put(path, PutPayload::from(bytes))
+                .await
+                .map(|_| ())
+                .map_err(|e| store_error(LOCAL, e)),
+        }
+    }
+
+    /// Reads an object; `None` when there is none.
+    pub(crate) async fn get(&self, path: &Path) -> Result<Option<Bytes>> {
+        match self.objects.get(path).await {
+            Ok(get) => get
+                .bytes()
+                .await
+                .map(Some)
+                .map_err(|e| store_error(LOCAL, e)),
+            Err(object_store::Error::NotFound { .. }) => Ok(None),
+            Err(e) => Err(store_error(LOCAL, e)),
+        }
+    }
+
+    /// Deletes an object; a missing one is not an error.
+    pub(crate) async fn delete(&self, path: &Path) -> Result<()> {
+        match self.objects.delete(path).await {
+            Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
+            Err(e) => Err(store_error(LOCAL, e)),
+        }
+    }
+}
+
+/// Creates the directories up to `dir` that are missing, fsyncing each new
+/// one into its parent, so their entries survive power loss. `top` (the
+/// store's root) is where the walk stops.
+fn create_dirs_durably(
+    top: Option<&std::path::Path>,
+    dir: &std::path::Path,
+) -> std::io::Result<()> {
+    if dir.is_dir() {
+        return Ok(());
+    }
+    if let Some(parent) = dir.parent() {
+        if top.is_none_or(|top| parent.starts_with(top)) {
+            create_dirs_durably(top, parent)?;
+        }
+    }
+    match std::fs::create_dir(dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => return Ok(()),
+        Err(e) => return Err(e),
+    }
+    if let Some(parent) = dir.parent() {
+        sync_dir(parent)?;
+    }
+    Ok(())
+}
+
+fn sync_dir(dir: &std::path::Path) -> std::io::Result<()> {
+    std::fs::File::open(dir)?.sync_all()
+}
+
+/// Writes `bytes` to a fresh temporary file beside `file` and fsyncs it.
+fn write_temp(
+    top: Option<&std::path::Path>,
+    file: &std::path::Path,
+    bytes: &[u8],
+) -> std::io::Result<PathBuf> {
+    use std::io::Write;
+    let dir = file
+        .parent()
+        .ok_or_else(|| std::io::Error::other("an object path has no directory"))?;
+    create_dirs_durably(top, dir)?;
+    let name = file
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let temp = dir.join(format!(".{name}.{}-{n}.tmp", std::process::id()));
+    let mut out = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&temp)?;
+    out.write_all(bytes)?;
+    out.sync_all()?;
+    Ok(temp)
+}
+
+fn durable_create(
+    top: Option<&std::path::Path>,
+    file: &std::path::Path,
+    bytes: &[u8],
+) -> std::io::Result<Created> {
+    let temp = write_temp(top, file, bytes)?;
+    // A hard link fails when the name is taken: create-if-absent.
+    let linked = std::fs::hard_link(&temp, file);
+    let _ = std::fs::remove_file(&temp);
+    match linked {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            return Ok(Created::AlreadyExists)
+        }
+        Err(e) => return Err(e),
+    }
+    if let Some(dir) = file.parent() {
+        sync_dir(dir)?;
+    }
+    Ok(Created::Yes)
+}
+
+fn durable_replace(
+    top: Option<&std::path::Path>,
+    file: &std::path::Path,
+    bytes: &[u8],
+) -> std::io::Result<()> {
+    let temp = write_temp(top, file, bytes)?;
+    if let Err(e) = std::fs::rename(&temp, file) {
+        let _ = std::fs::remove_file(&temp);
+        return Err(e);
+    }
+    if let Some(dir) = file.parent() {
+        sync_dir(dir)?;
+    }
+    Ok(())
 }
 
 fn to_url(location: &str) -> Result<Url> {

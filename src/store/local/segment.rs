@@ -1,15 +1,23 @@
 //! The log segment: the unit the `local` store writes, one per group commit.
 //!
 //! ```text
-//! "LSSEG001"            8 bytes, magic and format version
+//! "LSSEG002"            8 bytes, magic and format version
 //! u64 little-endian     length of the payload
+//! u64 little-endian     rows in the payload
+//! u32 little-endian     CRC-32 of the 24 bytes before it (the header's own check)
 //! payload               an Arrow IPC stream: the rows, the table's columns + row kind
+//! u64 little-endian     rows again
+//! u64 little-endian     length of the payload again
+//! u32 little-endian     CRC-32 of the 16 bytes before it (the tail's own check)
 //! u32 little-endian     CRC-32 of everything before it
 //! ```
 //!
-//! The checksum is what tells a complete segment from a torn one: a segment
-//! whose length or checksum does not match is not a segment, whatever bytes
-//! it happens to hold.
+//! A segment reaches its name whole (see `Root::put_new`), so bytes that do
+//! not verify are damage, never a write in progress: decoding them is an
+//! error, and the row count survives in the header or the tail so that an
+//! operator setting the segment aside learns how many rows it held.
+//! Segments of the first format (`LSSEG001`: magic, length, payload, CRC)
+//! are still read.
 
 use std::io::Cursor;
 use std::sync::Arc;
@@ -21,23 +29,23 @@ use datafusion::arrow::error::ArrowError;
 use datafusion::arrow::ipc::reader::StreamReader;
 use datafusion::arrow::ipc::writer::StreamWriter;
 
-const MAGIC: &[u8; 8] = b"LSSEG001";
-const HEADER_LEN: usize = MAGIC.len() + 8;
-const TRAILER_LEN: usize = 4;
+const MAGIC: &[u8; 8] = b"LSSEG002";
+const MAGIC_V1: &[u8; 8] = b"LSSEG001";
+const HEADER_LEN: usize = 8 + 8 + 8 + 4;
+const TRAILER_LEN: usize = 8 + 8 + 4 + 4;
+const V1_HEADER_LEN: usize = 8 + 8;
+const V1_TRAILER_LEN: usize = 4;
 
 /// Why bytes are not a segment.
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum SegmentError {
-    /// Shorter or longer than its header says, or no header: a write that
-    /// stopped part way. Such a write was never acknowledged.
-    #[error("not a complete segment: {0}")]
-    Torn(String),
-    /// Whole, but its checksum does not match: damaged after it was written.
-    #[error("segment damaged: {0}")]
-    Corrupt(String),
+    /// The bytes do not verify: wrong magic, length or checksum. Segments
+    /// are never visible part-written, so this is damage.
+    #[error("damaged: {0}")]
+    Damaged(String),
     /// The checksum matched but the rows could not be read: a bug or an
-    /// incompatible change, never a torn write.
-    #[error("segment rows cannot be read: {0}")]
+    /// incompatible change.
+    #[error("rows cannot be read: {0}")]
     Unreadable(#[from] ArrowError),
 }
 
@@ -51,42 +59,102 @@ pub(crate) fn encode(schema: &SchemaRef, batches: &[RecordBatch]) -> Result<Vec<
         }
         writer.finish()?;
     }
+    let rows: u64 = batches.iter().map(|b| b.num_rows() as u64).sum();
+    let length = payload.len() as u64;
     let mut out = Vec::with_capacity(HEADER_LEN + payload.len() + TRAILER_LEN);
     out.extend_from_slice(MAGIC);
-    out.extend_from_slice(&(payload.len() as u64).to_le_bytes());
+    out.extend_from_slice(&length.to_le_bytes());
+    out.extend_from_slice(&rows.to_le_bytes());
+    let header_crc = crc32fast::hash(&out);
+    out.extend_from_slice(&header_crc.to_le_bytes());
     out.extend_from_slice(&payload);
+    let tail_start = out.len();
+    out.extend_from_slice(&rows.to_le_bytes());
+    out.extend_from_slice(&length.to_le_bytes());
+    let tail_crc = crc32fast::hash(&out[tail_start..]);
+    out.extend_from_slice(&tail_crc.to_le_bytes());
     let crc = crc32fast::hash(&out);
     out.extend_from_slice(&crc.to_le_bytes());
     Ok(out)
 }
 
-/// Decodes a segment into its batches, as written.
+fn u64_at(bytes: &[u8], at: usize) -> Option<u64> {
+    let slice = bytes.get(at..at.checked_add(8)?)?;
+    let mut buf = [0u8; 8];
+    buf.copy_from_slice(slice);
+    Some(u64::from_le_bytes(buf))
+}
+
+fn u32_at(bytes: &[u8], at: usize) -> Option<u32> {
+    let slice = bytes.get(at..at.checked_add(4)?)?;
+    let mut buf = [0u8; 4];
+    buf.copy_from_slice(slice);
+    Some(u32::from_le_bytes(buf))
+}
+
+/// The row count a segment's header or tail vouches for (each has its own
+/// checksum), even when the rest of the segment is damaged.
+pub(crate) fn rows_hint(bytes: &[u8]) -> Option<u64> {
+    let header = bytes.get(..HEADER_LEN - 4)?;
+    if header.get(..8) == Some(MAGIC.as_slice())
+        && u32_at(bytes, HEADER_LEN - 4) == Some(crc32fast::hash(header))
+    {
+        return u64_at(bytes, 16);
+    }
+    let tail_start = bytes.len().checked_sub(TRAILER_LEN)?;
+    let tail = bytes.get(tail_start..tail_start + 16)?;
+    if u32_at(bytes, tail_start + 16) == Some(crc32fast::hash(tail)) {
+        return u64_at(bytes, tail_start);
+    }
+    None
+}
+
+/// The rows of a segment whose bytes verify. Anything else is
+/// [`SegmentError::Damaged`].
 pub(crate) fn decode(bytes: &[u8]) -> Result<Vec<RecordBatch>, SegmentError> {
-    if bytes.len() < HEADER_LEN + TRAILER_LEN {
-        return Err(SegmentError::Torn(format!("{} bytes", bytes.len())));
-    }
-    if &bytes[..MAGIC.len()] != MAGIC {
-        return Err(SegmentError::Torn("wrong magic".to_string()));
-    }
-    let mut length = [0u8; 8];
-    length.copy_from_slice(&bytes[MAGIC.len()..HEADER_LEN]);
-    let length = u64::from_le_bytes(length);
-    let expected = (HEADER_LEN as u64)
-        .checked_add(length)
-        .and_then(|n| n.checked_add(TRAILER_LEN as u64));
-    if expected != Some(bytes.len() as u64) {
-        return Err(SegmentError::Torn(format!(
-            "length {} does not match the header's {length}",
-            bytes.len()
-        )));
-    }
-    let body = &bytes[..bytes.len() - TRAILER_LEN];
-    let mut stored = [0u8; 4];
-    stored.copy_from_slice(&bytes[bytes.len() - TRAILER_LEN..]);
-    if crc32fast::hash(body) != u32::from_le_bytes(stored) {
-        return Err(SegmentError::Corrupt("checksum mismatch".to_string()));
-    }
-    let reader = StreamReader::try_new(Cursor::new(&body[HEADER_LEN..]), None)?;
+    let damaged = |what: String| Err(SegmentError::Damaged(what));
+    let payload = match bytes.get(..8) {
+        Some(magic) if magic == MAGIC.as_slice() => {
+            let Some(length) = u64_at(bytes, 8) else {
+                return damaged(format!("only {} bytes", bytes.len()));
+            };
+            let expected = (HEADER_LEN as u64)
+                .checked_add(length)
+                .and_then(|n| n.checked_add(TRAILER_LEN as u64));
+            if expected != Some(bytes.len() as u64) {
+                return damaged(format!(
+                    "{} bytes where the header announces a {length}-byte payload",
+                    bytes.len()
+                ));
+            }
+            let body_end = bytes.len() - 4;
+            if u32_at(bytes, body_end) != Some(crc32fast::hash(&bytes[..body_end])) {
+                return damaged("checksum mismatch".to_string());
+            }
+            &bytes[HEADER_LEN..bytes.len() - TRAILER_LEN]
+        }
+        Some(magic) if magic == MAGIC_V1.as_slice() => {
+            let Some(length) = u64_at(bytes, 8) else {
+                return damaged(format!("only {} bytes", bytes.len()));
+            };
+            let expected = (V1_HEADER_LEN as u64)
+                .checked_add(length)
+                .and_then(|n| n.checked_add(V1_TRAILER_LEN as u64));
+            if expected != Some(bytes.len() as u64) {
+                return damaged(format!(
+                    "{} bytes where the header announces a {length}-byte payload",
+                    bytes.len()
+                ));
+            }
+            let body_end = bytes.len() - V1_TRAILER_LEN;
+            if u32_at(bytes, body_end) != Some(crc32fast::hash(&bytes[..body_end])) {
+                return damaged("checksum mismatch".to_string());
+            }
+            &bytes[V1_HEADER_LEN..body_end]
+        }
+        _ => return damaged("not a segment (wrong magic)".to_string()),
+    };
+    let reader = StreamReader::try_new(Cursor::new(payload), None)?;
     Ok(reader.collect::<Result<Vec<_>, _>>()?)
 }
 
@@ -142,29 +210,50 @@ mod tests {
     }
 
     #[test]
-    fn every_truncation_and_every_flipped_byte_is_detected() {
+    fn every_truncation_and_every_flipped_bit_is_damage_with_its_row_count() {
         let b = batch();
         let bytes = encode(&b.schema(), &[b]).unwrap();
+        assert_eq!(rows_hint(&bytes), Some(3));
         for len in 0..bytes.len() {
             assert!(
-                matches!(decode(&bytes[..len]), Err(SegmentError::Torn(_))),
+                matches!(decode(&bytes[..len]), Err(SegmentError::Damaged(_))),
                 "truncated to {len}"
             );
         }
         for i in 0..bytes.len() {
-            let mut corrupt = bytes.clone();
-            corrupt[i] ^= 0x40;
-            assert!(
-                matches!(
-                    decode(&corrupt),
-                    Err(SegmentError::Torn(_) | SegmentError::Corrupt(_))
-                ),
-                "byte {i} flipped"
-            );
+            for bit in 0..8 {
+                let mut corrupt = bytes.clone();
+                corrupt[i] ^= 1 << bit;
+                assert!(
+                    matches!(decode(&corrupt), Err(SegmentError::Damaged(_))),
+                    "byte {i} bit {bit} flipped"
+                );
+                // One flipped bit spoils the header or the tail, not both.
+                assert_eq!(rows_hint(&corrupt), Some(3), "byte {i} bit {bit} flipped");
+            }
         }
         let mut longer = bytes.clone();
         longer.push(0);
-        assert!(matches!(decode(&longer), Err(SegmentError::Torn(_))));
+        assert!(matches!(decode(&longer), Err(SegmentError::Damaged(_))));
+    }
+
+    #[test]
+    fn first_format_segments_still_read() {
+        let b = batch();
+        let mut payload = Vec::new();
+        {
+            let mut writer = StreamWriter::try_new(&mut payload, &b.schema()).unwrap();
+            writer.write(&b).unwrap();
+            writer.finish().unwrap();
+        }
+        let mut v1 = MAGIC_V1.to_vec();
+        v1.extend_from_slice(&(payload.len() as u64).to_le_bytes());
+        v1.extend_from_slice(&payload);
+        let crc = crc32fast::hash(&v1);
+        v1.extend_from_slice(&crc.to_le_bytes());
+        assert_eq!(decode(&v1).unwrap(), vec![b]);
+        v1[3] ^= 1;
+        assert!(matches!(decode(&v1), Err(SegmentError::Damaged(_))));
     }
 
     #[test]

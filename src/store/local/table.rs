@@ -1,16 +1,34 @@
-//! One table in the `local` store: its log of segments, group commit,
-//! planning reads, and tiering into Paimon exactly once.
+//! One table in the `local` store: its incarnations, its log of segments,
+//! group commit, planning reads, and tiering into Paimon exactly once.
 //!
-//! Positions are segment sequence numbers. A segment is written with
-//! create-if-absent, so two writers (tasks or processes) never share a number,
-//! and a segment exists whole or not at all. Tiering commits the rows of
-//! segments `[P, E)` to Paimon as one snapshot of commit user [`TIER_USER`]
-//! with commit identifier `E`; the newest such snapshot says where the store's
-//! rows start for a read, so nothing is missing or counted twice.
+//! Everything a process keeps here is a cache of what is on disk, checked
+//! before it decides anything:
+//!
+//! - **Incarnations.** `table.json` names the store table's incarnation (a
+//!   random id made when the table is attached) and the Paimon table's own
+//!   (the creation time of its first schema). Segments live under
+//!   `i-<incarnation>/`, so a table dropped and created again, by any
+//!   process, starts an empty log, and a process whose cache names another
+//!   incarnation drops that cache. A store table whose Paimon table was
+//!   dropped and created again elsewhere is refused until attached again.
+//! - **Positions.** Positions are segment sequence numbers within an
+//!   incarnation. A segment is created with create-if-absent and reaches its
+//!   name whole. Tiering commits the rows of segments `[P, E)` as one Paimon
+//!   snapshot of the incarnation's commit user with commit identifier `E`;
+//!   the newest such snapshot says where the store's rows start.
+//! - **Never below the tiered position.** A writer numbers its segment from
+//!   the tiered position it reads from Paimon just before the put, whatever
+//!   it cached. Tiering deletes a segment only `local.log-retention` after it
+//!   passed it, so while a write is younger than that, a number below the
+//!   tiered position is still taken and the put moves past it. A write that
+//!   took longer checks again and reports its outcome as unknown if tiering
+//!   passed it meanwhile.
+//! - **Damage.** Bytes that do not verify are an error naming the file; reads
+//!   and tiering stop there until an operator sets the segment aside.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use datafusion::arrow::array::{Array, Int8Array, RecordBatch};
@@ -18,14 +36,14 @@ use datafusion::arrow::datatypes::{Field, Schema, SchemaRef};
 use datafusion::execution::SendableRecordBatchStream;
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use futures::TryStreamExt;
-use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
+use object_store::path::Path;
 use paimon::catalog::Identifier;
 use paimon::spec::VALUE_KIND_FIELD_NAME;
 use paimon::table::Table;
 use serde::{Deserialize, Serialize};
 use tokio::sync::{oneshot, Notify};
 
-use super::root::Root;
+use super::root::{Created, Root};
 use super::segment::{self, SegmentError};
 use super::{failpoint, path, LOCAL};
 use crate::error::{Error, Result};
@@ -34,34 +52,51 @@ use crate::store::{
     log_arrow_schema, primary_keys, store_error, RowKind, StoreLog, TierReport, WriteKind,
 };
 
-/// The commit user of every snapshot the `local` store's tiering commits.
+/// The commit user of the snapshots the `local` store's tiering commits; an
+/// incarnation's own user is this followed by `-<incarnation>`.
 pub const TIER_USER: &str = "lakestream-local-tiering";
 
 /// How often a streaming read looks for segments other processes wrote;
 /// writes in this process wake it at once.
 const FOLLOW_POLL: Duration = Duration::from_millis(50);
 
+/// The format `table.json` is written in.
+const META_FORMAT: u32 = 2;
+
 /// Store-side metadata of a table, written when it is attached.
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 struct TableMeta {
     format: u32,
-    /// The Paimon snapshot the table had when the mode was turned on.
+    /// The store table's incarnation; empty for tables of the first format,
+    /// whose files lie directly in the table's directory.
+    #[serde(default)]
+    incarnation: String,
+    /// When the Paimon table's first schema was made: which Paimon table of
+    /// this name the store table belongs to.
+    #[serde(default)]
+    paimon_created_ms: Option<i64>,
+    /// The Paimon snapshot the table had when the store table was attached.
     base_snapshot: Option<i64>,
     /// Where the Paimon table lives, for people reading the store's files.
     paimon_location: String,
 }
 
 /// Written after a tiering commit: a cheap starting point for finding the
-/// newest tiering snapshot, and the answer if Paimon has expired it.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+/// newest tiering snapshot, the answer if Paimon has expired it, and when
+/// each position was passed (for deleting segments after the retention).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 struct TieredMarker {
     snapshot_id: i64,
     position: u64,
+    #[serde(default)]
+    history: Vec<Passed>,
 }
 
-struct PendingWrite {
-    batches: Vec<RecordBatch>,
-    done: oneshot::Sender<Result<()>>,
+/// Tiering passed `position` at `at_ms` (milliseconds since the epoch).
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+struct Passed {
+    position: u64,
+    at_ms: i64,
 }
 
 /// A decoded segment: its batches as written (the schema of their time).
@@ -72,30 +107,76 @@ enum Fetched {
     Segment(Segment),
     /// No object: never written, or trimmed.
     Absent,
-    /// A write that stopped part way: no rows, never acknowledged.
-    Torn,
 }
 
 #[derive(Default)]
 struct Segments {
-    /// Decoded segments by sequence number, from the last trim on.
+    /// Decoded segments by sequence number, from the last read position on.
     cache: BTreeMap<u64, Segment>,
     /// The next sequence number to look for; `None` until the log was listed.
     next: Option<u64>,
 }
 
+/// One incarnation of a store table, as this process knows it.
+pub(crate) struct Incarnation {
+    id: String,
+    /// Where the incarnation's log and marker live.
+    dir: Path,
+    /// The commit user of its tiering snapshots.
+    user: String,
+    paimon_created_ms: Option<i64>,
+    base_snapshot: Option<i64>,
+    segments: tokio::sync::Mutex<Segments>,
+    /// Snapshot id -> (committed by this incarnation, commit identifier).
+    snapshots: Mutex<HashMap<i64, (bool, i64)>>,
+    /// Paimon schemas (id, time) known to belong to the Paimon table of this incarnation.
+    verified: Mutex<HashSet<(i64, i64)>>,
+}
+
+impl Incarnation {
+    fn new(table_dir: &Path, meta: &TableMeta) -> Self {
+        let (dir, user) = if meta.incarnation.is_empty() {
+            (table_dir.clone(), TIER_USER.to_string())
+        } else {
+            (
+                table_dir
+                    .clone()
+                    .join(format!("i-{}", path::encode_segment(&meta.incarnation))),
+                format!("{TIER_USER}-{}", meta.incarnation),
+            )
+        };
+        Self {
+            id: meta.incarnation.clone(),
+            dir,
+            user,
+            paimon_created_ms: meta.paimon_created_ms,
+            base_snapshot: meta.base_snapshot,
+            segments: Default::default(),
+            snapshots: Default::default(),
+            verified: Default::default(),
+        }
+    }
+}
+
+struct PendingWrite {
+    /// Writes are grouped only with writes planned against the same schema.
+    schema: SchemaRef,
+    schema_version: (i64, i64),
+    table: Table,
+    batches: Vec<RecordBatch>,
+    done: oneshot::Sender<Result<()>>,
+}
+
 /// The process-wide state of one table of one store root.
 pub(crate) struct TableState {
     root: Arc<Root>,
-    dir: object_store::path::Path,
+    dir: Path,
     identifier: Identifier,
     queue: Mutex<Vec<PendingWrite>>,
     writer: tokio::sync::Mutex<()>,
-    segments: tokio::sync::Mutex<Segments>,
     written: Notify,
     tiering: tokio::sync::Mutex<()>,
-    /// Snapshot id -> (commit user is ours, commit identifier): snapshots never change.
-    snapshots: Mutex<HashMap<i64, (bool, i64)>>,
+    current: Mutex<Option<Arc<Incarnation>>>,
 }
 
 impl std::fmt::Debug for TableState {
@@ -106,6 +187,35 @@ impl std::fmt::Debug for TableState {
     }
 }
 
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+/// A new incarnation id: unique across processes and time.
+fn new_incarnation_id() -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    format!("{nanos:x}{:x}{n:x}", std::process::id())
+}
+
+/// When the Paimon table's first schema file was written; `None` when it
+/// cannot be read. (A catalog's own answer, such as a REST server's, need
+/// not carry the file's time, so the file is asked.)
+async fn paimon_created_ms(table: &Table) -> Option<i64> {
+    table
+        .schema_manager()
+        .schema(0)
+        .await
+        .ok()
+        .map(|s| s.time_millis())
+}
+
 impl TableState {
     pub(crate) fn new(root: Arc<Root>, identifier: &Identifier) -> Self {
         Self {
@@ -114,265 +224,389 @@ impl TableState {
             identifier: identifier.clone(),
             queue: Mutex::new(Vec::new()),
             writer: tokio::sync::Mutex::new(()),
-            segments: tokio::sync::Mutex::new(Segments::default()),
             written: Notify::new(),
             tiering: tokio::sync::Mutex::new(()),
-            snapshots: Mutex::new(HashMap::new()),
+            current: Mutex::new(None),
         }
     }
 
-    fn objects(&self) -> &Arc<dyn ObjectStore> {
-        &self.root.objects
+    fn name(&self) -> String {
+        self.identifier.full_name()
     }
 
     fn missing(&self) -> Error {
         Error::StoreTableMissing {
             store: LOCAL.to_string(),
-            table: self.identifier.full_name(),
+            table: self.name(),
         }
+    }
+
+    fn file(&self, location: &Path) -> String {
+        format!("{}{location}", self.root.url)
     }
 
     // ----------------------------------------------------------------- tables
 
-    /// Creates the store-side table if it is not there. Idempotent.
+    async fn read_meta(&self) -> Result<Option<TableMeta>> {
+        let location = path::table_meta(&self.dir);
+        let Some(bytes) = self.root.get(&location).await? else {
+            return Ok(None);
+        };
+        serde_json::from_slice(&bytes).map(Some).map_err(|e| {
+            store_error(
+                LOCAL,
+                format!("'{}' cannot be read: {e}", self.file(&location)),
+            )
+        })
+    }
+
+    /// The incarnation `table.json` names now, checked against the Paimon
+    /// table: the cache of an incarnation this process knew is reused, any
+    /// other is dropped.
+    pub(crate) async fn current(&self, table: &Table) -> Result<Arc<Incarnation>> {
+        let meta = self.read_meta().await?.ok_or_else(|| self.missing())?;
+        let incarnation = {
+            let mut current = self.current.lock().unwrap_or_else(|e| e.into_inner());
+            match current.as_ref() {
+                Some(known) if known.id == meta.incarnation => Arc::clone(known),
+                _ => {
+                    let fresh = Arc::new(Incarnation::new(&self.dir, &meta));
+                    *current = Some(Arc::clone(&fresh));
+                    fresh
+                }
+            }
+        };
+        self.check_paimon(&incarnation, table).await?;
+        Ok(incarnation)
+    }
+
+    /// Whether `table` is the Paimon table the incarnation was attached to.
+    async fn check_paimon(&self, incarnation: &Incarnation, table: &Table) -> Result<()> {
+        let Some(expected) = incarnation.paimon_created_ms else {
+            return Ok(());
+        };
+        let version = (table.schema().id(), table.schema().time_millis());
+        let verified = incarnation
+            .verified
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains(&version);
+        if verified {
+            return Ok(());
+        }
+        match paimon_created_ms(table).await {
+            Some(created) if created != expected => Err(Error::StoreTableStale {
+                store: LOCAL.to_string(),
+                table: self.name(),
+            }),
+            _ => {
+                incarnation
+                    .verified
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .insert(version);
+                Ok(())
+            }
+        }
+    }
+
+    /// Creates the store-side table if it is not there, or replaces one that
+    /// belongs to an earlier Paimon table of the same name. Idempotent.
     pub(crate) async fn attach(&self, table: &Table) -> Result<()> {
+        let created = paimon_created_ms(table).await;
+        let _in_process = self.tiering.lock().await;
+        let _across_processes = self.root.lock_tiering(&self.dir).await?;
+        if let Some(meta) = self.read_meta().await? {
+            let same = meta.paimon_created_ms.is_none() || meta.paimon_created_ms == created;
+            if same {
+                return Ok(());
+            }
+            // The rows of a dropped table never come back.
+            self.delete_files(false).await?;
+        }
         let base_snapshot = table.snapshot_manager().get_latest_snapshot_id().await?;
         let meta = TableMeta {
-            format: 1,
+            format: META_FORMAT,
+            incarnation: new_incarnation_id(),
+            paimon_created_ms: created,
             base_snapshot,
             paimon_location: table.location().to_string(),
         };
         let bytes = serde_json::to_vec_pretty(&meta).map_err(|e| store_error(LOCAL, e))?;
-        let location = path::table_meta(&self.dir);
-        let put = self
-            .objects()
-            .put_opts(&location, PutPayload::from(bytes), PutMode::Create.into())
-            .await;
-        match put {
-            Ok(_) => self.root.sync(&location),
-            Err(object_store::Error::AlreadyExists { .. }) => Ok(()),
-            Err(e) => Err(store_error(LOCAL, e)),
-        }
-    }
-
-    async fn exists(&self) -> Result<bool> {
-        match self.objects().head(&path::table_meta(&self.dir)).await {
-            Ok(_) => Ok(true),
-            Err(object_store::Error::NotFound { .. }) => Ok(false),
-            Err(e) => Err(store_error(LOCAL, e)),
-        }
+        self.root
+            .put_replace(&path::table_meta(&self.dir), Bytes::from(bytes))
+            .await?;
+        *self.current.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        Ok(())
     }
 
     /// Deletes every object of the table.
     pub(crate) async fn drop_files(&self) -> Result<()> {
-        let _writer = self.writer.lock().await;
-        let _tiering = self.tiering.lock().await;
-        let paths: Vec<_> = self
-            .objects()
+        let _in_process = self.tiering.lock().await;
+        let _across_processes = self.root.lock_tiering(&self.dir).await?;
+        self.delete_files(true).await?;
+        *self.current.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        Ok(())
+    }
+
+    /// Deletes the table's objects, `table.json` first (a half-deleted table
+    /// is a missing table), then the rest. The tiering lock stays: it is how
+    /// processes agree on who tiers, across incarnations.
+    async fn delete_files(&self, with_meta: bool) -> Result<()> {
+        let meta = path::table_meta(&self.dir);
+        if with_meta {
+            self.root.delete(&meta).await?;
+        }
+        let paths: Vec<Path> = self
+            .root
+            .objects
             .list(Some(&self.dir))
-            .map_ok(|meta| meta.location)
+            .map_ok(|m| m.location)
             .try_collect()
             .await
             .map_err(|e| store_error(LOCAL, e))?;
-        // The metadata goes first: a half-dropped table is a missing table.
-        let meta = path::table_meta(&self.dir);
-        for location in std::iter::once(&meta).chain(paths.iter().filter(|p| **p != meta)) {
-            match self.objects().delete(location).await {
-                Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
-                Err(e) => return Err(store_error(LOCAL, e)),
+        for location in paths {
+            if location != meta && location.filename() != Some("tier.lock") {
+                self.root.delete(&location).await?;
             }
         }
-        *self.segments.lock().await = Segments::default();
         Ok(())
     }
 
     // ----------------------------------------------------------------- writes
 
     /// Appends `batches` (log schema, row kinds set) durably, grouped with
-    /// whatever other writes of this process are waiting.
-    pub(crate) async fn append(&self, batches: Vec<RecordBatch>) -> Result<()> {
+    /// whatever other writes of this process are waiting and were planned
+    /// against the same schema. Run it in a task of its own: a caller that
+    /// goes away must not stop a group part way.
+    pub(crate) async fn append(
+        &self,
+        table: &Table,
+        batches: Vec<RecordBatch>,
+        retention: Duration,
+    ) -> Result<()> {
+        let Some(schema) = batches.first().map(|b| b.schema()) else {
+            return Ok(());
+        };
         let (done, mut result) = oneshot::channel();
         self.queue
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .push(PendingWrite { batches, done });
+            .push(PendingWrite {
+                schema,
+                schema_version: (table.schema().id(), table.schema().time_millis()),
+                table: table.clone(),
+                batches,
+                done,
+            });
         let _leader = self.writer.lock().await;
-        // A leader before us may have written our rows already.
-        if let Ok(outcome) = result.try_recv() {
-            return outcome;
-        }
-        let pending = std::mem::take(&mut *self.queue.lock().unwrap_or_else(|e| e.into_inner()));
-        let all: Vec<RecordBatch> = pending
-            .iter()
-            .flat_map(|p| p.batches.iter().cloned())
-            .collect();
-        let outcome = self.write_segment(all).await;
-        for p in pending {
-            let copy = match &outcome {
-                Ok(()) => Ok(()),
-                Err(e) => Err(store_error(LOCAL, e.to_string())),
+        loop {
+            // A leader before us may have written our rows already.
+            if let Ok(outcome) = result.try_recv() {
+                return outcome;
+            }
+            let group = {
+                let mut queue = self.queue.lock().unwrap_or_else(|e| e.into_inner());
+                let Some(first) = queue.first() else {
+                    break;
+                };
+                let (schema, version) = (Arc::clone(&first.schema), first.schema_version);
+                let (group, rest): (Vec<_>, Vec<_>) = queue
+                    .drain(..)
+                    .partition(|p| p.schema_version == version && p.schema == schema);
+                *queue = rest;
+                group
             };
-            // A writer that went away does not need its answer.
-            let _ = p.done.send(copy);
+            let Some(table) = group.first().map(|p| p.table.clone()) else {
+                break;
+            };
+            let all: Vec<RecordBatch> = group
+                .iter()
+                .flat_map(|p| p.batches.iter().cloned())
+                .collect();
+            let outcome = self.write_segment(&table, all, retention).await;
+            for p in group {
+                // A writer that went away does not need its answer.
+                let _ = p.done.send(match &outcome {
+                    Ok(()) => Ok(()),
+                    Err(e) => Err(e.share(LOCAL)),
+                });
+            }
         }
         result
             .try_recv()
             .unwrap_or_else(|_| Err(Error::Internal("a group commit lost a write".to_string())))
     }
 
-    async fn write_segment(&self, batches: Vec<RecordBatch>) -> Result<()> {
-        if !self.exists().await? {
-            return Err(self.missing());
-        }
-        let schema = match batches.first() {
-            Some(batch) => batch.schema(),
-            None => return Ok(()),
+    async fn write_segment(
+        &self,
+        table: &Table,
+        batches: Vec<RecordBatch>,
+        retention: Duration,
+    ) -> Result<()> {
+        let Some(schema) = batches.first().map(|b| b.schema()) else {
+            return Ok(());
         };
+        let incarnation = self.current(table).await?;
         let bytes =
             Bytes::from(segment::encode(&schema, &batches).map_err(|e| store_error(LOCAL, e))?);
-        let mut segments = self.segments.lock().await;
-        let mut seq = match segments.next {
+        let started = Instant::now();
+        let mut segments = incarnation.segments.lock().await;
+        // Never below what tiering passed, whatever this process cached.
+        let (_, tiered) = self.tiered(&incarnation, table).await?;
+        let cached = match segments.next {
             Some(next) => next,
-            None => self.list(&mut segments).await?,
+            None => self.list(&incarnation).await?,
         };
-        loop {
-            let location = path::segment(&self.dir, seq);
-            let put = self
-                .objects()
-                .put_opts(
-                    &location,
-                    PutPayload::from(bytes.clone()),
-                    PutOptions::from(PutMode::Create),
-                )
-                .await;
-            match put {
-                Ok(_) => {
-                    failpoint("write-after-put");
-                    self.root.sync(&location)?;
-                    segments.cache.insert(seq, Arc::new(batches));
-                    segments.next = Some(seq + 1);
-                    break;
-                }
-                // Another process took this number: take the next one.
-                Err(object_store::Error::AlreadyExists { .. }) => seq += 1,
-                Err(e) => return Err(store_error(LOCAL, e)),
+        let mut seq = cached.max(tiered);
+        let location = loop {
+            let location = path::segment(&incarnation.dir, seq);
+            match self.root.put_new(&location, bytes.clone()).await? {
+                Created::Yes => break location,
+                // Another writer took this number: take the next one.
+                Created::AlreadyExists => seq += 1,
+            }
+        };
+        failpoint("write-after-put");
+        // The table may have been dropped (and made again) meanwhile: then
+        // the segment lies in a log nobody reads, and goes.
+        match self.read_meta().await {
+            Ok(Some(meta)) if meta.incarnation == incarnation.id => {}
+            Ok(_) => {
+                let _ = self.root.delete(&location).await;
+                return Err(Error::WriteNotApplied {
+                    table: self.name(),
+                    reason: "the table was dropped while the write ran".to_string(),
+                });
+            }
+            Err(e) => return Err(self.unknown(format!("checking the table after the write: {e}"))),
+        }
+        if started.elapsed() >= retention / 2 {
+            // Old enough that a segment tiering passed could have been
+            // deleted and its number taken by this write: look again.
+            let (_, now) = self
+                .tiered(&incarnation, table)
+                .await
+                .map_err(|e| self.unknown(format!("checking the tiered position: {e}")))?;
+            if now > seq {
+                return Err(self.unknown(format!(
+                    "the write took {:?} and tiering passed its position meanwhile",
+                    started.elapsed()
+                )));
             }
         }
+        segments.cache.insert(seq, Arc::new(batches));
+        segments.next = Some(seq + 1);
         drop(segments);
         self.written.notify_waiters();
         Ok(())
     }
 
+    fn unknown(&self, reason: String) -> Error {
+        Error::WriteOutcomeUnknown {
+            table: self.name(),
+            reason,
+        }
+    }
+
     // ---------------------------------------------------------------- reading
 
-    /// Lists the log once, remembering its segments' numbers; returns the next.
-    async fn list(&self, segments: &mut Segments) -> Result<u64> {
-        let prefix = self.dir.clone().join("log");
+    /// Lists the log: the number after its last segment.
+    async fn list(&self, incarnation: &Incarnation) -> Result<u64> {
+        let prefix = incarnation.dir.clone().join("log");
         let seqs: Vec<u64> = self
-            .objects()
+            .root
+            .objects
             .list(Some(&prefix))
             .try_filter_map(|meta| futures::future::ready(Ok(path::segment_seq(&meta.location))))
             .try_collect()
             .await
             .map_err(|e| store_error(LOCAL, e))?;
-        // After a tiering trimmed every segment, numbering goes on from
-        // where it reached: a segment numbered below the tiered position
-        // would never be read, and the next trim would delete it.
-        let tiered = self.marker().await?.map_or(0, |m| m.position);
-        let next = seqs.iter().max().map_or(0, |max| max + 1).max(tiered);
-        segments.next = Some(next);
-        Ok(next)
+        Ok(seqs.iter().max().map_or(0, |max| max + 1))
     }
 
     /// Reads the segment `seq`.
-    async fn fetch(&self, seq: u64) -> Result<Fetched> {
-        let location = path::segment(&self.dir, seq);
-        let bytes = match self.objects().get(&location).await {
-            Ok(get) => get.bytes().await.map_err(|e| store_error(LOCAL, e))?,
-            Err(object_store::Error::NotFound { .. }) => return Ok(Fetched::Absent),
-            Err(e) => return Err(store_error(LOCAL, e)),
+    async fn fetch(&self, incarnation: &Incarnation, seq: u64) -> Result<Fetched> {
+        let location = path::segment(&incarnation.dir, seq);
+        let Some(bytes) = self.root.get(&location).await? else {
+            return Ok(Fetched::Absent);
         };
         match segment::decode(&bytes) {
             Ok(batches) => Ok(Fetched::Segment(Arc::new(batches))),
-            Err(SegmentError::Torn(_)) => Ok(Fetched::Torn),
-            Err(e) => Err(store_error(
-                LOCAL,
-                format!(
-                    "segment '{location}' of '{}': {e}",
-                    self.identifier.full_name()
-                ),
-            )),
+            Err(e) => Err(self.damaged(&location, seq, &e, &bytes)),
         }
     }
 
-    async fn present(&self, seq: u64) -> Result<bool> {
-        match self.objects().head(&path::segment(&self.dir, seq)).await {
-            Ok(_) => Ok(true),
-            Err(object_store::Error::NotFound { .. }) => Ok(false),
-            Err(e) => Err(store_error(LOCAL, e)),
+    fn damaged(&self, location: &Path, seq: u64, error: &SegmentError, bytes: &[u8]) -> Error {
+        Error::SegmentDamaged {
+            table: self.name(),
+            file: self.file(location),
+            position: seq,
+            reason: error.to_string(),
+            held: match segment::rows_hint(bytes) {
+                Some(rows) => format!("it held {rows} rows"),
+                None => "its row count cannot be read".to_string(),
+            },
         }
     }
 
     /// Brings the segment cache up to date and returns the segments from
-    /// `from` on. `Ok(None)`: a segment at or after `from` is gone (trimmed by
-    /// a tiering that finished meanwhile); plan again.
-    ///
-    /// A torn segment (a write that stopped part way, never acknowledged)
-    /// holds no rows: it is skipped. While it is the last one, reads stop
-    /// before it; once a later segment exists, it is passed over.
-    async fn segments_from(&self, from: u64) -> Result<Option<Vec<(u64, Segment)>>> {
-        let mut segments = self.segments.lock().await;
+    /// `from` on. `Ok(None)`: a segment at or after `from` is gone (trimmed
+    /// after the retention); plan again.
+    async fn segments_from(
+        &self,
+        incarnation: &Incarnation,
+        from: u64,
+    ) -> Result<Option<Vec<(u64, Segment)>>> {
+        let mut segments = incarnation.segments.lock().await;
         if segments.next.is_none() {
-            self.list(&mut segments).await?;
+            segments.next = Some(self.list(incarnation).await?);
         }
-        let mut end = from;
         let mut out = Vec::new();
         let mut seq = from;
         loop {
             let listed_end = segments.next.unwrap_or(0);
-            let cached = segments.cache.get(&seq).cloned();
-            let fetched = match cached {
+            let fetched = match segments.cache.get(&seq).cloned() {
                 Some(segment) => Fetched::Segment(segment),
-                None => self.fetch(seq).await?,
+                None => self.fetch(incarnation, seq).await?,
             };
             match fetched {
                 Fetched::Segment(segment) => {
                     segments.cache.insert(seq, Arc::clone(&segment));
                     out.push((seq, segment));
-                    end = seq + 1;
                 }
-                Fetched::Torn if self.present(seq + 1).await? => {
-                    segments.cache.insert(seq, Arc::new(Vec::new()));
-                    end = seq + 1;
-                }
-                Fetched::Torn => break,
                 // Past the end: nothing was written there yet.
                 Fetched::Absent if seq >= listed_end => break,
                 Fetched::Absent => return Ok(None),
             }
             seq += 1;
         }
-        segments.next = Some(segments.next.unwrap_or(0).max(end));
+        segments.next = Some(segments.next.unwrap_or(0).max(seq));
         // What lies before `from` is in Paimon.
         segments.cache = segments.cache.split_off(&from);
         Ok(Some(out))
     }
 
     /// The newest snapshot and the store position its rows reach: the commit
-    /// identifier of the newest tiering snapshot at or before it.
-    async fn tiered(&self, table: &Table) -> Result<(Option<i64>, u64)> {
+    /// identifier of the incarnation's newest tiering snapshot.
+    async fn tiered(&self, incarnation: &Incarnation, table: &Table) -> Result<(Option<i64>, u64)> {
         let manager = table.snapshot_manager();
-
-        let latest = manager.get_latest_snapshot_id().await?;
-
-        let Some(latest) = latest else {
+        let Some(latest) = manager.get_latest_snapshot_id().await? else {
             return Ok((None, 0));
         };
-        let marker = self.marker().await?;
-        let floor = marker.map_or(1, |m| m.snapshot_id.max(1));
+        let marker = self.marker(incarnation).await?;
+        // Snapshots from before the incarnation was attached are not its.
+        let floor = marker
+            .as_ref()
+            .map(|m| m.snapshot_id)
+            .into_iter()
+            .chain(incarnation.base_snapshot.map(|b| b + 1))
+            .max()
+            .unwrap_or(1)
+            .max(1);
         let mut id = latest;
         while id >= floor {
-            let cached = self
+            let cached = incarnation
                 .snapshots
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
@@ -383,10 +617,11 @@ impl TableState {
                 None => match manager.get_snapshot(id).await {
                     Ok(snapshot) => {
                         let entry = (
-                            snapshot.commit_user() == TIER_USER,
+                            snapshot.commit_user() == incarnation.user,
                             snapshot.commit_identifier(),
                         );
-                        self.snapshots
+                        incarnation
+                            .snapshots
                             .lock()
                             .unwrap_or_else(|e| e.into_inner())
                             .insert(id, entry);
@@ -411,35 +646,35 @@ impl TableState {
         Ok((Some(latest), marker.map_or(0, |m| m.position)))
     }
 
-    async fn marker(&self) -> Result<Option<TieredMarker>> {
-        match self.objects().get(&path::tiered_marker(&self.dir)).await {
-            Ok(get) => {
-                let bytes = get.bytes().await.map_err(|e| store_error(LOCAL, e))?;
-                serde_json::from_slice(&bytes)
-                    .map(Some)
-                    .map_err(|e| store_error(LOCAL, format!("tiered marker: {e}")))
-            }
-            Err(object_store::Error::NotFound { .. }) => Ok(None),
-            Err(e) => Err(store_error(LOCAL, e)),
-        }
+    async fn marker(&self, incarnation: &Incarnation) -> Result<Option<TieredMarker>> {
+        let location = path::tiered_marker(&incarnation.dir);
+        let Some(bytes) = self.root.get(&location).await? else {
+            return Ok(None);
+        };
+        serde_json::from_slice(&bytes).map(Some).map_err(|e| {
+            store_error(
+                LOCAL,
+                format!("'{}' cannot be read: {e}", self.file(&location)),
+            )
+        })
     }
 
     /// Fixes a read: the Paimon snapshot and the store's segments after it,
     /// aligned with the table's current schema.
     pub(crate) async fn plan_read(self: &Arc<Self>, table: &Table) -> Result<LocalLog> {
-        if !self.exists().await? {
-            return Err(self.missing());
-        }
+        let incarnation = self.current(table).await?;
         let schema = log_arrow_schema(table)?;
-        // A tiering may trim between finding the snapshot and reading the
-        // segments after it; then the next attempt sees its snapshot.
+        // A segment is deleted only long after tiering passed it, so a read
+        // finds its segments; should one still be gone, the next attempt
+        // sees the snapshot that holds its rows.
         for _ in 0..8 {
-            let (snapshot_id, position) = self.tiered(table).await?;
-            if let Some(segments) = self.segments_from(position).await? {
+            let (snapshot_id, position) = self.tiered(&incarnation, table).await?;
+            if let Some(segments) = self.segments_from(&incarnation, position).await? {
                 let end = segments.last().map_or(position, |(seq, _)| seq + 1);
                 let batches = align_all(&segments, &schema)?;
                 return Ok(LocalLog {
                     state: Arc::clone(self),
+                    incarnation,
                     schema,
                     snapshot_id,
                     batches,
@@ -451,7 +686,7 @@ impl TableState {
             LOCAL,
             format!(
                 "could not fix a read of '{}': tiering kept trimming under it",
-                self.identifier.full_name()
+                self.name()
             ),
         ))
     }
@@ -460,31 +695,32 @@ impl TableState {
 
     /// Moves the store's rows into Paimon, `max_rows` rows per commit at most,
     /// until the store holds nothing Paimon lacks (as of the call).
-    pub(crate) async fn tier(&self, table: &Table, max_rows: u64) -> Result<TierReport> {
+    pub(crate) async fn tier(
+        &self,
+        table: &Table,
+        max_rows: u64,
+        retention: Duration,
+    ) -> Result<TierReport> {
         let _in_process = self.tiering.lock().await;
-
         let _across_processes = self.root.lock_tiering(&self.dir).await?;
-
-        if !self.exists().await? {
-            return Err(self.missing());
-        }
+        let incarnation = self.current(table).await?;
         let schema = log_arrow_schema(table)?;
         let mut report = TierReport::default();
-        let progress = TierProgress::start(self.identifier.full_name());
+        let progress = TierProgress::start(self.name());
         let mut counted = false;
         let mut vanished = 0;
         loop {
-            let (snapshot_id, position) = self.tiered(table).await?;
+            let (snapshot_id, position) = self.tiered(&incarnation, table).await?;
             report.position = position;
-            let Some(segments) = self.segments_from(position).await? else {
-                // Only a concurrent trim removes segments, and we hold the lock.
+            let Some(segments) = self.segments_from(&incarnation, position).await? else {
+                // Only a trim removes segments, and we hold the lock.
                 vanished += 1;
                 if vanished > 3 {
                     return Err(store_error(
                         LOCAL,
                         format!(
                             "segments of '{}' after position {position} are missing",
-                            self.identifier.full_name()
+                            self.name()
                         ),
                     ));
                 }
@@ -492,12 +728,7 @@ impl TableState {
             };
             if !counted {
                 counted = true;
-                let waiting = segments
-                    .iter()
-                    .flat_map(|(_, segment)| segment.iter())
-                    .map(|b| b.num_rows() as u64)
-                    .sum();
-                progress.set_total(waiting);
+                progress.set_total(rows_of(segments.iter().map(|(_, s)| s)));
             }
             // Segments are whole units: take them until the batch is big enough.
             let mut chosen = Vec::new();
@@ -506,30 +737,39 @@ impl TableState {
                 if !chosen.is_empty() && rows >= max_rows {
                     break;
                 }
-                rows += segment.iter().map(|b| b.num_rows() as u64).sum::<u64>();
+                rows += rows_of(std::iter::once(&segment));
                 chosen.push((seq, segment));
             }
             let Some(end) = chosen.last().map(|(seq, _)| seq + 1) else {
                 // Caught up: what Paimon holds can go from the store.
-                self.trim(position, snapshot_id).await?;
+                self.trim(&incarnation, position, snapshot_id, retention)
+                    .await?;
                 return Ok(report);
             };
             let batches = align_all(&chosen, &schema)?;
-            self.commit(table, &batches, end).await?;
+            self.commit(&incarnation, table, &batches, end).await?;
             report.rows += rows;
             report.commits += 1;
             progress.set_rows(report.rows);
             report.position = end;
-            let (snapshot_id, _) = self.tiered(table).await?;
-            self.trim(end, snapshot_id).await?;
+            let (snapshot_id, _) = self.tiered(&incarnation, table).await?;
+            self.trim(&incarnation, end, snapshot_id, retention).await?;
         }
     }
 
     /// Writes the rows into Paimon and commits them as identifier `end`,
     /// once: a retry after an uncertain commit is skipped by Paimon.
-    async fn commit(&self, table: &Table, batches: &[RecordBatch], end: u64) -> Result<()> {
+    async fn commit(
+        &self,
+        incarnation: &Incarnation,
+        table: &Table,
+        batches: &[RecordBatch],
+        end: u64,
+    ) -> Result<()> {
         failpoint("tier-before-write");
-        let builder = table.new_write_builder().with_commit_user(TIER_USER)?;
+        let builder = table
+            .new_write_builder()
+            .with_commit_user(&incarnation.user)?;
         let mut write = builder.new_write()?;
         let keyed = !primary_keys(table).is_empty();
         for batch in batches {
@@ -540,6 +780,17 @@ impl TableState {
         }
         let messages = write.prepare_commit().await?;
         failpoint("tier-after-write");
+        // Rows of a table dropped meanwhile never reach the next one.
+        match self.read_meta().await? {
+            Some(meta) if meta.incarnation == incarnation.id => {}
+            Some(_) => {
+                return Err(Error::StoreTableStale {
+                    store: LOCAL.to_string(),
+                    table: self.name(),
+                })
+            }
+            None => return Err(self.missing()),
+        }
         let identifier = i64::try_from(end)
             .map_err(|_| store_error(LOCAL, format!("position {end} overflows a commit id")))?;
         builder
@@ -547,91 +798,176 @@ impl TableState {
             .filter_and_commit_with_identifier(messages, identifier)
             .await?;
         failpoint("tier-after-commit");
-        if let Some(snapshot_id) = table.snapshot_manager().get_latest_snapshot_id().await? {
-            self.write_marker(TieredMarker {
-                snapshot_id,
-                position: end,
-            })
-            .await?;
-        }
-        failpoint("tier-before-trim");
         Ok(())
     }
 
-    async fn write_marker(&self, marker: TieredMarker) -> Result<()> {
-        let bytes = serde_json::to_vec(&marker).map_err(|e| store_error(LOCAL, e))?;
-        let location = path::tiered_marker(&self.dir);
-        self.objects()
-            .put(&location, PutPayload::from(bytes))
-            .await
-            .map_err(|e| store_error(LOCAL, e))?;
-        self.root.sync(&location)
-    }
-
-    /// Deletes the segments before `position`: Paimon holds their rows as of
-    /// `snapshot_id`. The marker is brought up to `position` first, so no
-    /// segment is deleted that the marker does not cover: it is what numbers
-    /// the next write once the log is empty.
-    async fn trim(&self, position: u64, snapshot_id: Option<i64>) -> Result<()> {
-        let covered = self.marker().await?.map_or(0, |m| m.position);
-        if covered < position {
-            let Some(snapshot_id) = snapshot_id else {
-                return Ok(());
-            };
-            self.write_marker(TieredMarker {
-                snapshot_id,
-                position,
-            })
-            .await?;
+    /// Records that Paimon holds the rows before `position` (as of
+    /// `snapshot_id`), and deletes the segments that tiering passed at least
+    /// `retention` ago.
+    async fn trim(
+        &self,
+        incarnation: &Incarnation,
+        position: u64,
+        snapshot_id: Option<i64>,
+        retention: Duration,
+    ) -> Result<()> {
+        let mut marker = self.marker(incarnation).await?.unwrap_or_default();
+        let mut changed = false;
+        let now = now_ms();
+        if marker.position < position {
+            if let Some(snapshot_id) = snapshot_id {
+                marker.snapshot_id = snapshot_id;
+                marker.position = position;
+                marker.history.push(Passed {
+                    position,
+                    at_ms: now,
+                });
+                changed = true;
+            }
         }
-        let prefix = self.dir.clone().join("log");
+        failpoint("tier-before-trim");
+        let cutoff = now.saturating_sub(i64::try_from(retention.as_millis()).unwrap_or(i64::MAX));
+        let below = marker
+            .history
+            .iter()
+            .filter(|p| p.at_ms <= cutoff)
+            .map(|p| p.position)
+            .max();
+        if let Some(below) = below {
+            let before = marker.history.len();
+            marker.history.retain(|p| p.position >= below);
+            changed |= marker.history.len() != before;
+        }
+        if changed {
+            let bytes = serde_json::to_vec(&marker).map_err(|e| store_error(LOCAL, e))?;
+            self.root
+                .put_replace(&path::tiered_marker(&incarnation.dir), Bytes::from(bytes))
+                .await?;
+        }
+        let Some(below) = below else {
+            return Ok(());
+        };
+        let prefix = incarnation.dir.clone().join("log");
         let old: Vec<_> = self
-            .objects()
+            .root
+            .objects
             .list(Some(&prefix))
             .try_filter(|meta| {
                 let seq = path::segment_seq(&meta.location);
-                futures::future::ready(seq.is_some_and(|s| s < position))
+                futures::future::ready(seq.is_some_and(|s| s < below))
             })
             .map_ok(|meta| meta.location)
             .try_collect()
             .await
             .map_err(|e| store_error(LOCAL, e))?;
         for location in old {
-            match self.objects().delete(&location).await {
-                Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
-                Err(e) => return Err(store_error(LOCAL, e)),
-            }
+            self.root.delete(&location).await?;
         }
-        let mut segments = self.segments.lock().await;
-        segments.cache = segments.cache.split_off(&position);
         Ok(())
     }
 
     /// Rows in the store that Paimon does not hold yet.
     pub(crate) async fn pending_rows(&self, table: &Table) -> Result<u64> {
-        let (_, position) = self.tiered(table).await?;
-        let segments = self.segments_from(position).await?.unwrap_or_default();
-        Ok(segments
-            .iter()
-            .flat_map(|(_, s)| s.iter())
-            .map(|b| b.num_rows() as u64)
-            .sum())
+        let incarnation = self.current(table).await?;
+        let (_, position) = self.tiered(&incarnation, table).await?;
+        let segments = self
+            .segments_from(&incarnation, position)
+            .await?
+            .unwrap_or_default();
+        Ok(rows_of(segments.iter().map(|(_, s)| s)))
     }
 
-    /// Segments after `from`, waiting for one to be written.
-    async fn wait_for(&self, from: u64) -> Result<Vec<(u64, Segment)>> {
+    /// Moves the damaged segment at `position` aside (to `damaged/` beside
+    /// the log) and puts an empty segment in its place, so reads and tiering
+    /// go on past it. Returns what the segment held, as far as it can tell.
+    pub(crate) async fn set_aside(&self, table: &Table, position: u64) -> Result<String> {
+        let _in_process = self.tiering.lock().await;
+        let _across_processes = self.root.lock_tiering(&self.dir).await?;
+        let incarnation = self.current(table).await?;
+        let location = path::segment(&incarnation.dir, position);
+        let Some(bytes) = self.root.get(&location).await? else {
+            return Err(Error::InvalidStatement {
+                statement: "set aside".to_string(),
+                reason: format!("'{}' has no segment at position {position}", self.name()),
+            });
+        };
+        let error = match segment::decode(&bytes) {
+            Ok(_) => {
+                return Err(Error::InvalidStatement {
+                    statement: "set aside".to_string(),
+                    reason: format!(
+                        "the segment at position {position} of '{}' is not damaged; only \
+                         damaged segments are set aside",
+                        self.name()
+                    ),
+                })
+            }
+            Err(e) => e,
+        };
+        let Error::SegmentDamaged { held, .. } = self.damaged(&location, position, &error, &bytes)
+        else {
+            return Err(Error::Internal(
+                "set aside: not a damage report".to_string(),
+            ));
+        };
+        let aside = incarnation
+            .dir
+            .clone()
+            .join("damaged")
+            .join(format!("{position:020}.seg"));
+        self.root.put_replace(&aside, bytes).await?;
+        let schema = log_arrow_schema(table)?;
+        let empty = segment::encode(&schema, &[]).map_err(|e| store_error(LOCAL, e))?;
+        self.root.put_replace(&location, Bytes::from(empty)).await?;
+        incarnation.segments.lock().await.cache.remove(&position);
+        Ok(format!(
+            "set aside segment {position} of '{}' ({held}) as '{}'",
+            self.name(),
+            self.file(&aside)
+        ))
+    }
+
+    /// Segments after `from`, waiting for one to be written. Fails when the
+    /// log it needs was trimmed, or the table was dropped.
+    async fn wait_for(&self, incarnation: &Incarnation, from: u64) -> Result<Vec<(u64, Segment)>> {
         loop {
             let notified = self.written.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
-            let segments = self.segments_from(from).await?.unwrap_or_default();
-            if !segments.is_empty() {
-                return Ok(segments);
+            let behind = Error::StreamBehind {
+                table: self.name(),
+                position: from,
+            };
+            match self.segments_from(incarnation, from).await? {
+                None => return Err(behind),
+                Some(segments) if !segments.is_empty() => return Ok(segments),
+                Some(_) => {}
+            }
+            match self.read_meta().await? {
+                Some(meta) if meta.incarnation == incarnation.id => {}
+                _ => {
+                    return Err(Error::DroppedDuringRead { table: self.name() });
+                }
+            }
+            // Tiering passed `from` and the segment there is gone: trimmed.
+            let passed = self
+                .marker(incarnation)
+                .await?
+                .is_some_and(|m| m.position > from);
+            if passed && matches!(self.fetch(incarnation, from).await?, Fetched::Absent) {
+                return Err(behind);
             }
             // Writes in this process wake us; other processes' are found by looking again.
             let _ = tokio::time::timeout(FOLLOW_POLL, notified).await;
         }
     }
+}
+
+fn rows_of<'a>(segments: impl Iterator<Item = &'a Segment>) -> u64 {
+    segments
+        .flat_map(|s| s.iter())
+        .map(|b| b.num_rows() as u64)
+        .sum()
 }
 
 fn align_all(segments: &[(u64, Segment)], schema: &SchemaRef) -> Result<Vec<RecordBatch>> {
@@ -671,10 +1007,19 @@ fn paimon_batch(batch: &RecordBatch, keyed: bool) -> Result<RecordBatch> {
 #[derive(Debug)]
 pub(crate) struct LocalLog {
     state: Arc<TableState>,
+    incarnation: Arc<Incarnation>,
     schema: SchemaRef,
     pub(crate) snapshot_id: Option<i64>,
     batches: Vec<RecordBatch>,
     end: u64,
+}
+
+impl std::fmt::Debug for Incarnation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Incarnation")
+            .field("id", &self.id)
+            .finish_non_exhaustive()
+    }
 }
 
 impl StoreLog for LocalLog {
@@ -691,23 +1036,30 @@ impl StoreLog for LocalLog {
     }
 
     fn follow(&self) -> Result<SendableRecordBatchStream> {
-        let state = Arc::clone(&self.state);
-        let schema = Arc::clone(&self.schema);
-        let start = (state, Arc::clone(&schema), self.end);
-        let stream = futures::stream::try_unfold(start, |(state, schema, from)| async move {
-            let segments = state
-                .wait_for(from)
-                .await
-                .map_err(datafusion::error::DataFusionError::from)?;
-            let next = segments.last().map_or(from, |(seq, _)| seq + 1);
-            let batches = align_all(&segments, &schema)?;
-            Ok::<_, datafusion::error::DataFusionError>(Some((
-                futures::stream::iter(batches.into_iter().map(Ok)),
-                (state, schema, next),
-            )))
-        })
-        .try_flatten();
-        Ok(Box::pin(RecordBatchStreamAdapter::new(schema, stream)))
+        let start = (
+            Arc::clone(&self.state),
+            Arc::clone(&self.incarnation),
+            Arc::clone(&self.schema),
+            self.end,
+        );
+        let stream =
+            futures::stream::try_unfold(start, |(state, incarnation, schema, from)| async move {
+                let segments = state
+                    .wait_for(&incarnation, from)
+                    .await
+                    .map_err(datafusion::error::DataFusionError::from)?;
+                let next = segments.last().map_or(from, |(seq, _)| seq + 1);
+                let batches = align_all(&segments, &schema)?;
+                Ok::<_, datafusion::error::DataFusionError>(Some((
+                    futures::stream::iter(batches.into_iter().map(Ok)),
+                    (state, incarnation, schema, next),
+                )))
+            })
+            .try_flatten();
+        Ok(Box::pin(RecordBatchStreamAdapter::new(
+            Arc::clone(&self.schema),
+            stream,
+        )))
     }
 }
 

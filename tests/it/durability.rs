@@ -1,0 +1,397 @@
+//! The `local` store's guarantees against other processes: long-lived
+//! writers after another process tiered, tables dropped and created again
+//! elsewhere, a lost store directory, damaged segments, writes that time out.
+//!
+//! "Another process" is a second context whose store path reaches the same
+//! directory through a symbolic link: the store keeps its caches per root
+//! URL, so the two share nothing in memory, exactly as two processes do,
+//! while file locks still exclude each other.
+
+use std::path::{Path, PathBuf};
+
+use datafusion::arrow::array::{Array, Int64Array};
+use datafusion::arrow::compute::cast;
+use datafusion::arrow::datatypes::DataType;
+use datafusion::arrow::util::pretty::pretty_format_batches;
+use paimon_lakestream::LakeStreamContext;
+
+use crate::support::{CatalogKind, TestWarehouse};
+
+struct Setup {
+    warehouse: TestWarehouse,
+    store: PathBuf,
+    /// The same directory as `store`, under another name.
+    alias: PathBuf,
+}
+
+impl Setup {
+    async fn new() -> Self {
+        let warehouse = TestWarehouse::new(CatalogKind::Filesystem).await;
+        let store = warehouse.path().join("store");
+        std::fs::create_dir_all(&store).expect("store directory");
+        let alias = warehouse.path().join("store-alias");
+        std::os::unix::fs::symlink(&store, &alias).expect("symlink");
+        Self {
+            warehouse,
+            store,
+            alias,
+        }
+    }
+
+    /// A context as a separate process would have it, storing under `path`.
+    async fn process(&self, path: &Path, extra: &[(&str, &str)]) -> LakeStreamContext {
+        let mut options = vec![
+            ("lakestream.store", "local"),
+            ("local.tier-interval", "off"),
+            ("local.path", path.to_str().expect("utf-8 path")),
+        ];
+        options.extend_from_slice(extra);
+        self.warehouse.context_with(&options).await
+    }
+}
+
+async fn run(ctx: &LakeStreamContext, sql: &str) {
+    ctx.sql(sql)
+        .await
+        .unwrap_or_else(|e| panic!("{sql}: {e}"))
+        .collect()
+        .await
+        .unwrap_or_else(|e| panic!("{sql}: {e}"));
+}
+
+async fn try_run(ctx: &LakeStreamContext, sql: &str) -> Result<(), String> {
+    match ctx.sql(sql).await {
+        Ok(df) => df.collect().await.map(|_| ()).map_err(|e| e.to_string()),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// The `id`s a query returns, sorted (duplicates kept).
+async fn ids(ctx: &LakeStreamContext, sql: &str) -> Vec<i64> {
+    let batches = ctx
+        .sql(sql)
+        .await
+        .unwrap_or_else(|e| panic!("{sql}: {e}"))
+        .collect()
+        .await
+        .unwrap_or_else(|e| panic!("{sql}: {e}"));
+    let mut out = Vec::new();
+    for batch in batches {
+        let column = cast(batch.column(0), &DataType::Int64).expect("cast");
+        let column = column.as_any().downcast_ref::<Int64Array>().expect("int64");
+        out.extend((0..column.len()).map(|i| column.value(i)));
+    }
+    out.sort_unstable();
+    out
+}
+
+fn segments(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if path.extension().is_some_and(|e| e == "seg")
+                && path.parent().is_some_and(|p| p.ends_with("log"))
+            {
+                out.push(path);
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// Case 1: a long-lived writer keeps writing after another process tiered
+/// and the tiered segments were deleted; its rows must not land below the
+/// tiered position, where the next tiering would drop them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_lived_writer_never_writes_below_what_another_process_tiered() {
+    let setup = Setup::new().await;
+    let retention = [("local.log-retention", "1s")];
+    let a = setup.process(&setup.store, &retention).await;
+    let b = setup.process(&setup.alias, &retention).await;
+    run(
+        &a,
+        "CREATE TABLE t (id INT) WITH ('lakestream.enabled' = 'true')",
+    )
+    .await;
+    run(&a, "INSERT INTO t VALUES (1)").await;
+    run(&b, "INSERT INTO t VALUES (2)").await;
+    run(&b, "CALL sys.lakestream_tier('default.t')").await;
+    // Past the retention, the next tiering deletes the tiered segments.
+    tokio::time::sleep(std::time::Duration::from_millis(1200)).await;
+    run(&b, "CALL sys.lakestream_tier('default.t')").await;
+    assert!(
+        segments(&setup.store).is_empty(),
+        "{:?}",
+        segments(&setup.store)
+    );
+    run(&a, "INSERT INTO t VALUES (3)").await;
+    assert_eq!(ids(&b, "SELECT id FROM t$rt").await, vec![1, 2, 3]);
+    run(&b, "CALL sys.lakestream_tier('default.t')").await;
+    assert_eq!(ids(&a, "SELECT id FROM t").await, vec![1, 2, 3]);
+    assert_eq!(ids(&a, "SELECT id FROM t$rt").await, vec![1, 2, 3]);
+}
+
+/// Case 1 within the retention: the tiered segments are still there, so the
+/// stale writer's numbers are taken and it moves past them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_lived_writer_after_another_tiered_within_the_retention() {
+    let setup = Setup::new().await;
+    let a = setup.process(&setup.store, &[]).await;
+    let b = setup.process(&setup.alias, &[]).await;
+    run(
+        &a,
+        "CREATE TABLE t (id INT) WITH ('lakestream.enabled' = 'true')",
+    )
+    .await;
+    run(&a, "INSERT INTO t VALUES (1)").await;
+    run(&b, "INSERT INTO t VALUES (2)").await;
+    run(&b, "CALL sys.lakestream_tier('default.t')").await;
+    run(&a, "INSERT INTO t VALUES (3)").await;
+    run(&b, "CALL sys.lakestream_tier('default.t')").await;
+    assert_eq!(ids(&a, "SELECT id FROM t").await, vec![1, 2, 3]);
+}
+
+/// Case 2: another process drops the table and creates it again; a
+/// long-lived process must not serve or tier the dropped table's rows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_table_dropped_and_created_elsewhere_never_shows_its_old_rows() {
+    let setup = Setup::new().await;
+    let a = setup.process(&setup.store, &[]).await;
+    let b = setup.process(&setup.alias, &[]).await;
+    run(
+        &a,
+        "CREATE TABLE t (id INT) WITH ('lakestream.enabled' = 'true')",
+    )
+    .await;
+    run(&a, "INSERT INTO t VALUES (1), (2), (3)").await;
+    assert_eq!(ids(&a, "SELECT id FROM t$rt").await, vec![1, 2, 3]);
+    run(&b, "DROP TABLE t").await;
+    run(
+        &b,
+        "CREATE TABLE t (id INT) WITH ('lakestream.enabled' = 'true')",
+    )
+    .await;
+    run(&b, "INSERT INTO t VALUES (100)").await;
+    assert_eq!(ids(&a, "SELECT id FROM t$rt").await, vec![100]);
+    run(&a, "CALL sys.lakestream_tier('default.t')").await;
+    assert_eq!(ids(&a, "SELECT id FROM t").await, vec![100]);
+    run(&a, "INSERT INTO t VALUES (101)").await;
+    assert_eq!(ids(&b, "SELECT id FROM t$rt").await, vec![100, 101]);
+}
+
+/// Case 2, variant: the table is dropped by a catalog that names no store
+/// (so the store's files stay) and created again; the old rows never come
+/// back, and turning the mode on attaches a fresh store table.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_table_dropped_where_the_store_could_not_see_it() {
+    let setup = Setup::new().await;
+    let a = setup.process(&setup.store, &[]).await;
+    run(
+        &a,
+        "CREATE TABLE t (id INT) WITH ('lakestream.enabled' = 'true')",
+    )
+    .await;
+    run(&a, "INSERT INTO t VALUES (1), (2), (3)").await;
+    let plain = setup.warehouse.context_with(&[]).await;
+    run(&plain, "DROP TABLE t").await;
+    // Another millisecond, so the new table is told apart by its creation time.
+    tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    run(&plain, "CREATE TABLE t (id INT)").await;
+    run(&plain, "INSERT INTO t VALUES (50)").await;
+    run(
+        &a,
+        "ALTER TABLE t SET TBLPROPERTIES ('lakestream.enabled' = 'true')",
+    )
+    .await;
+    assert_eq!(ids(&a, "SELECT id FROM t$rt").await, vec![50]);
+    run(&a, "INSERT INTO t VALUES (51)").await;
+    run(&a, "CALL sys.lakestream_tier('default.t')").await;
+    assert_eq!(ids(&a, "SELECT id FROM t").await, vec![50, 51]);
+}
+
+/// Case 3: the store's directory is lost after a tiering. Writes are refused
+/// until the mode is turned on again, and then never numbered below what
+/// Paimon already holds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_store_directory_loses_no_later_write() {
+    let setup = Setup::new().await;
+    let a = setup.process(&setup.store, &[]).await;
+    run(
+        &a,
+        "CREATE TABLE t (id INT) WITH ('lakestream.enabled' = 'true')",
+    )
+    .await;
+    run(&a, "INSERT INTO t VALUES (1), (2)").await;
+    run(&a, "CALL sys.lakestream_tier('default.t')").await;
+    std::fs::remove_dir_all(&setup.store).expect("lose the store");
+    let refused = try_run(&a, "INSERT INTO t VALUES (3)").await.unwrap_err();
+    assert!(refused.contains("has no table"), "{refused}");
+    run(
+        &a,
+        "ALTER TABLE t SET TBLPROPERTIES ('lakestream.enabled' = 'true')",
+    )
+    .await;
+    run(&a, "INSERT INTO t VALUES (3)").await;
+    assert_eq!(ids(&a, "SELECT id FROM t$rt").await, vec![1, 2, 3]);
+    run(&a, "CALL sys.lakestream_tier('default.t')").await;
+    assert_eq!(ids(&a, "SELECT id FROM t").await, vec![1, 2, 3]);
+
+    // A catalog whose `local.path` names another directory: the same.
+    let moved = setup.warehouse.path().join("moved-store");
+    let c = setup.process(&moved, &[]).await;
+    run(
+        &c,
+        "ALTER TABLE t SET TBLPROPERTIES ('lakestream.enabled' = 'true')",
+    )
+    .await;
+    run(&c, "INSERT INTO t VALUES (4)").await;
+    run(&c, "CALL sys.lakestream_tier('default.t')").await;
+    assert_eq!(ids(&c, "SELECT id FROM t").await, vec![1, 2, 3, 4]);
+}
+
+/// Case 4: a segment whose header has one flipped bit is an error naming the
+/// file, for reads and for tiering; nothing is skipped, tiered or deleted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_damaged_segment_is_an_error_naming_it() {
+    let setup = Setup::new().await;
+    let a = setup.process(&setup.store, &[]).await;
+    run(
+        &a,
+        "CREATE TABLE t (id INT) WITH ('lakestream.enabled' = 'true')",
+    )
+    .await;
+    for id in 1..=3 {
+        run(&a, &format!("INSERT INTO t VALUES ({id})")).await;
+    }
+    let files = segments(&setup.store);
+    assert_eq!(files.len(), 3, "{files:?}");
+    for (byte, what) in [(0usize, "magic"), (9, "length")] {
+        let mut bytes = std::fs::read(&files[1]).expect("read segment");
+        let original = bytes.clone();
+        bytes[byte] ^= 0x01;
+        std::fs::write(&files[1], &bytes).expect("damage segment");
+        // A fresh process: nothing cached.
+        let b = setup.process(&setup.alias, &[]).await;
+        for sql in [
+            "SELECT id FROM t$rt",
+            "CALL sys.lakestream_tier('default.t')",
+        ] {
+            let error = try_run(&b, sql).await.unwrap_err();
+            let name = files[1].file_name().unwrap().to_string_lossy().into_owned();
+            assert!(
+                error.contains(&name) && error.contains("damaged"),
+                "{what}: {sql}: {error}"
+            );
+            assert!(error.contains("it held 1 rows"), "{what}: {error}");
+        }
+        assert_eq!(ids(&b, "SELECT id FROM t").await, Vec::<i64>::new());
+        assert_eq!(segments(&setup.store).len(), 3);
+        std::fs::write(&files[1], &original).expect("repair segment");
+    }
+    assert_eq!(ids(&a, "SELECT id FROM t$rt").await, vec![1, 2, 3]);
+
+    // The operator's way out: set the damaged segment aside, losing its row.
+    let mut bytes = std::fs::read(&files[1]).expect("read segment");
+    bytes[20] ^= 0x10;
+    std::fs::write(&files[1], &bytes).expect("damage segment");
+    let b = setup.process(&setup.alias, &[]).await;
+    let refused = try_run(&b, "CALL sys.lakestream_set_aside('default.t', 0)")
+        .await
+        .unwrap_err();
+    assert!(refused.contains("not damaged"), "{refused}");
+    let batches = b
+        .sql("CALL sys.lakestream_set_aside('default.t', 1)")
+        .await
+        .expect("set aside")
+        .collect()
+        .await
+        .expect("set aside");
+    let said = pretty_format_batches(&batches).expect("format").to_string();
+    assert!(said.contains("held 1 rows"), "{said}");
+    assert_eq!(ids(&b, "SELECT id FROM t$rt").await, vec![1, 3]);
+    run(&b, "CALL sys.lakestream_tier('default.t')").await;
+    assert_eq!(ids(&a, "SELECT id FROM t").await, vec![1, 3]);
+    assert_eq!(ids(&a, "SELECT id FROM t$rt").await, vec![1, 3]);
+}
+
+/// Case 5: a write that times out says its outcome is unknown, and finishes
+/// durably in the background; it never says it failed while its rows land.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_that_times_out_says_its_outcome_is_unknown() {
+    let setup = Setup::new().await;
+    let a = setup
+        .process(&setup.store, &[("lakestream.timeout", "1ms")])
+        .await;
+    let ok = setup.process(&setup.alias, &[]).await;
+    run(
+        &ok,
+        "CREATE TABLE t (id INT) WITH ('lakestream.enabled' = 'true')",
+    )
+    .await;
+    let insert = "INSERT INTO t SELECT CAST(value AS INT) FROM generate_series(1, 200000)";
+    let error = try_run(&a, insert)
+        .await
+        .expect_err("a 200,000-row write does not finish within 1ms");
+    assert!(error.contains("outcome"), "{error}");
+    assert!(error.contains("unknown"), "{error}");
+    assert!(!error.contains("during planning"), "{error}");
+    // Whatever was answered, the write finishes whole: all rows or none.
+    let mut count = 0;
+    for _ in 0..100 {
+        count = ids(&ok, "SELECT id FROM t$rt").await.len();
+        if count == 200_000 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert_eq!(count, 200_000);
+}
+
+/// Case 6: a streaming read that falls behind a trim fails with an error
+/// that says so, instead of waiting forever.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_streaming_read_behind_a_trim_fails_loudly() {
+    use futures::StreamExt;
+
+    let setup = Setup::new().await;
+    let retention = [("local.log-retention", "1s")];
+    let reader = setup.process(&setup.store, &retention).await;
+    let writer = setup.process(&setup.alias, &retention).await;
+    run(
+        &writer,
+        "CREATE TABLE t (id INT) WITH ('lakestream.enabled' = 'true')",
+    )
+    .await;
+    run(&writer, "INSERT INTO t VALUES (1)").await;
+    run(&reader, "SET lakestream.scan_mode = 'streaming'").await;
+    // One partition: nothing reads ahead of the test in the background.
+    run(&reader, "SET datafusion.execution.target_partitions = 1").await;
+    let mut stream = reader
+        .sql("SELECT id FROM t$rt")
+        .await
+        .expect("plan")
+        .execute_stream()
+        .await
+        .expect("stream");
+    let first = stream.next().await.expect("a batch").expect("rows");
+    assert_eq!(first.num_rows(), 1);
+    // While the reader does not look, rows come, are tiered and, past the
+    // retention, deleted.
+    run(&writer, "INSERT INTO t VALUES (2)").await;
+    run(&writer, "CALL sys.lakestream_tier('default.t')").await;
+    tokio::time::sleep(std::time::Duration::from_millis(1200)).await;
+    run(&writer, "CALL sys.lakestream_tier('default.t')").await;
+    let next = tokio::time::timeout(std::time::Duration::from_secs(10), stream.next())
+        .await
+        .expect("the streaming read stalled instead of failing");
+    let error = match next {
+        Some(Err(e)) => e.to_string(),
+        other => panic!("expected an error, got {other:?}"),
+    };
+    assert!(error.contains("fell behind"), "{error}");
+}
