@@ -317,6 +317,20 @@ async fn a_damaged_segment_is_an_error_naming_it() {
     run(&b, "CALL sys.lakestream_tier('default.t')").await;
     assert_eq!(ids(&a, "SELECT id FROM t").await, vec![1, 3]);
     assert_eq!(ids(&a, "SELECT id FROM t$rt").await, vec![1, 3]);
+
+    // A damaged last segment, alone after everything tiered: set aside, it
+    // leaves nothing to commit, and tiering still passes it and ends.
+    run(&a, "INSERT INTO t VALUES (4)").await;
+    let last = segments(&setup.store).pop().expect("a segment");
+    let mut bytes = std::fs::read(&last).expect("read segment");
+    bytes[20] ^= 0x10;
+    std::fs::write(&last, &bytes).expect("damage segment");
+    run(&b, "CALL sys.lakestream_set_aside('default.t', 3)").await;
+    run(&b, "CALL sys.lakestream_tier('default.t')").await;
+    run(&b, "INSERT INTO t VALUES (5)").await;
+    run(&b, "CALL sys.lakestream_tier('default.t')").await;
+    assert_eq!(ids(&a, "SELECT id FROM t").await, vec![1, 3, 5]);
+    assert_eq!(ids(&a, "SELECT id FROM t$rt").await, vec![1, 3, 5]);
 }
 
 /// Case 5: a write that times out says its outcome is unknown, and finishes

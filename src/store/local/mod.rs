@@ -37,8 +37,8 @@ use self::table::with_row_kind;
 use crate::error::{Error, Result};
 use crate::options::{self, parse_duration};
 use crate::store::{
-    log_arrow_schema, primary_keys, LakestreamStore, ScanMode, StoreContext, StoreFactory,
-    StoreRead, TierReport, WriteKind,
+    log_arrow_schema, primary_keys, store_error, LakestreamStore, ScanMode, StoreContext,
+    StoreFactory, StoreRead, TierReport, WriteKind,
 };
 
 /// The identifier of the embedded store.
@@ -332,7 +332,11 @@ impl LakestreamStore for LocalStore {
 
     async fn drop_table(&self, identifier: &Identifier) -> Result<()> {
         // The table's state stays: it checks the incarnation on every use.
-        self.inner.root.table(identifier).drop_files().await
+        // A task of its own: a timeout must not leave a drop half done.
+        let state = self.inner.root.table(identifier);
+        tokio::spawn(async move { state.drop_files().await })
+            .await
+            .map_err(|e| store_error(LOCAL, format!("dropping the store's table: {e}")))?
     }
 
     async fn plan_read(&self, table: &Table, _mode: ScanMode) -> Result<StoreRead> {

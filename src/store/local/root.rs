@@ -69,6 +69,14 @@ pub(crate) enum Created {
     AlreadyExists,
 }
 
+/// Why `put_new` failed: before anything could land, or after (or while)
+/// the object may have landed.
+#[derive(Debug)]
+pub(crate) enum PutFailed {
+    NotApplied(Error),
+    Unknown(Error),
+}
+
 impl Root {
     /// The root at `location`: a URL (`file:///...`, `memory://name`) or a path.
     pub(crate) fn open(location: &str) -> Result<Arc<Root>> {
@@ -83,7 +91,7 @@ impl Root {
                     key: "local.path".to_string(),
                     reason: format!("'{url}' is not a local directory"),
                 })?;
-                std::fs::create_dir_all(&dir).map_err(|e| Error::StoreUnavailable {
+                create_dirs_durably(None, &dir).map_err(|e| Error::StoreUnavailable {
                     store: LOCAL.to_string(),
                     reason: format!("cannot create the store directory '{}': {e}", dir.display()),
                 })?;
@@ -143,47 +151,97 @@ impl Root {
     /// it; other roots are used by one process, and the caller's in-process
     /// lock is enough.
     pub(crate) async fn lock_tiering(&self, table_dir: &Path) -> Result<Option<std::fs::File>> {
-        let Some(file) = self.local_file(&table_dir.clone().join("tier.lock")) else {
+        self.lock_file(table_dir, "tier.lock", false).await
+    }
+
+    /// Holds the table's trim lock until dropped: shared by writes between
+    /// reading the tiered position and creating their segment, exclusive
+    /// while tiering deletes segments, so a segment number is never taken
+    /// again after its segment was deleted. On local disk only; elsewhere
+    /// the log retention keeps deleted numbers out of a write's reach.
+    pub(crate) async fn lock_trim(
+        &self,
+        table_dir: &Path,
+        shared: bool,
+    ) -> Result<Option<std::fs::File>> {
+        self.lock_file(table_dir, "trim.lock", shared).await
+    }
+
+    async fn lock_file(
+        &self,
+        table_dir: &Path,
+        name: &str,
+        shared: bool,
+    ) -> Result<Option<std::fs::File>> {
+        let Some(file) = self.local_file(&table_dir.clone().join(name)) else {
             return Ok(None);
         };
+        let top = self.local_dir.clone();
         let locked = tokio::task::spawn_blocking(move || {
             if let Some(parent) = file.parent() {
-                std::fs::create_dir_all(parent)?;
+                create_dirs_durably(top.as_deref(), parent)?;
             }
             let lock = std::fs::OpenOptions::new()
                 .create(true)
                 .truncate(false)
                 .write(true)
                 .open(&file)?;
-            lock.lock()?;
+            if shared {
+                lock.lock_shared()?;
+            } else {
+                lock.lock()?;
+            }
             Ok::<_, std::io::Error>(lock)
         })
         .await
         .map_err(|e| store_error(LOCAL, e))?
-        .map_err(|e| store_error(LOCAL, format!("tiering lock: {e}")))?;
+        .map_err(|e| store_error(LOCAL, format!("{name}: {e}")))?;
         Ok(Some(locked))
     }
 
     /// Creates `path` with `bytes` if no object has that name, durably and
-    /// whole: readers never see a part-written object under the name.
-    pub(crate) async fn put_new(&self, path: &Path, bytes: Bytes) -> Result<Created> {
+    /// whole: readers never see a part-written object under the name. A
+    /// name taken by these very bytes (an object store retried our put after
+    /// losing its answer) counts as created: the bytes carry a write id.
+    pub(crate) async fn put_new(
+        &self,
+        path: &Path,
+        bytes: Bytes,
+    ) -> std::result::Result<Created, PutFailed> {
+        let failed = |e: String| store_error(LOCAL, format!("write '{path}': {e}"));
         match self.local_file(path) {
             Some(file) => {
                 let dir = self.local_dir.clone();
                 tokio::task::spawn_blocking(move || durable_create(dir.as_deref(), &file, &bytes))
                     .await
-                    .map_err(|e| store_error(LOCAL, e))?
-                    .map_err(|e| store_error(LOCAL, format!("write '{path}': {e}")))
+                    .map_err(|e| PutFailed::Unknown(failed(e.to_string())))?
+                    .map_err(|(landed, e)| {
+                        let error = failed(e.to_string());
+                        if landed {
+                            PutFailed::Unknown(error)
+                        } else {
+                            PutFailed::NotApplied(error)
+                        }
+                    })
             }
             None => {
                 let put = self
                     .objects
-                    .put_opts(path, PutPayload::from(bytes), PutMode::Create.into())
+                    .put_opts(
+                        path,
+                        PutPayload::from(bytes.clone()),
+                        PutMode::Create.into(),
+                    )
                     .await;
                 match put {
                     Ok(_) => Ok(Created::Yes),
-                    Err(object_store::Error::AlreadyExists { .. }) => Ok(Created::AlreadyExists),
-                    Err(e) => Err(store_error(LOCAL, e)),
+                    Err(object_store::Error::AlreadyExists { .. }) => match self.get(path).await {
+                        Ok(Some(there)) if there == bytes => Ok(Created::Yes),
+                        Ok(_) => Ok(Created::AlreadyExists),
+                        Err(e) => Err(PutFailed::Unknown(e)),
+                    },
+                    // A put that failed may still have landed (a timeout).
+                    Err(e) => Err(PutFailed::Unknown(failed(e.to_string()))),
                 }
             }
         }
@@ -238,22 +296,38 @@ fn create_dirs_durably(
     top: Option<&std::path::Path>,
     dir: &std::path::Path,
 ) -> std::io::Result<()> {
-    if dir.is_dir() {
+    // Directories this process made durable (or found and fsynced into
+    // their parents): another process may have created one and not yet
+    // fsynced it, so an existing directory is synced once too.
+    static DURABLE: OnceLock<Mutex<std::collections::HashSet<PathBuf>>> = OnceLock::new();
+    let durable = DURABLE.get_or_init(Default::default);
+    if durable
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .contains(dir)
+        && dir.is_dir()
+    {
         return Ok(());
     }
-    if let Some(parent) = dir.parent() {
-        if top.is_none_or(|top| parent.starts_with(top)) {
-            create_dirs_durably(top, parent)?;
+    if !dir.is_dir() {
+        if let Some(parent) = dir.parent() {
+            if top.is_none_or(|top| parent.starts_with(top)) {
+                create_dirs_durably(top, parent)?;
+            }
         }
-    }
-    match std::fs::create_dir(dir) {
-        Ok(()) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => return Ok(()),
-        Err(e) => return Err(e),
+        match std::fs::create_dir(dir) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(e),
+        }
     }
     if let Some(parent) = dir.parent() {
         sync_dir(parent)?;
     }
+    durable
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(dir.to_path_buf());
     Ok(())
 }
 
@@ -288,12 +362,14 @@ fn write_temp(
     Ok(temp)
 }
 
+/// Create-if-absent on local disk. An error says whether the object may
+/// have landed under its name (`true`) or surely did not.
 fn durable_create(
     top: Option<&std::path::Path>,
     file: &std::path::Path,
     bytes: &[u8],
-) -> std::io::Result<Created> {
-    let temp = write_temp(top, file, bytes)?;
+) -> std::result::Result<Created, (bool, std::io::Error)> {
+    let temp = write_temp(top, file, bytes).map_err(|e| (false, e))?;
     // A hard link fails when the name is taken: create-if-absent.
     let linked = std::fs::hard_link(&temp, file);
     let _ = std::fs::remove_file(&temp);
@@ -302,10 +378,10 @@ fn durable_create(
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
             return Ok(Created::AlreadyExists)
         }
-        Err(e) => return Err(e),
+        Err(e) => return Err((false, e)),
     }
     if let Some(dir) = file.parent() {
-        sync_dir(dir)?;
+        sync_dir(dir).map_err(|e| (true, e))?;
     }
     Ok(Created::Yes)
 }

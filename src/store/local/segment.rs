@@ -4,13 +4,18 @@
 //! "LSSEG002"            8 bytes, magic and format version
 //! u64 little-endian     length of the payload
 //! u64 little-endian     rows in the payload
-//! u32 little-endian     CRC-32 of the 24 bytes before it (the header's own check)
+//! u128 little-endian    the write's id, unique to the write
+//! u32 little-endian     CRC-32 of the 40 bytes before it (the header's own check)
 //! payload               an Arrow IPC stream: the rows, the table's columns + row kind
 //! u64 little-endian     rows again
 //! u64 little-endian     length of the payload again
 //! u32 little-endian     CRC-32 of the 16 bytes before it (the tail's own check)
 //! u32 little-endian     CRC-32 of everything before it
 //! ```
+//!
+//! The write id makes two writes of the same rows different bytes: a writer
+//! that finds its segment's name taken can tell its own put (retried by the
+//! object store after a lost answer) from another writer's.
 //!
 //! A segment reaches its name whole (see `Root::put_new`), so bytes that do
 //! not verify are damage, never a write in progress: decoding them is an
@@ -31,7 +36,7 @@ use datafusion::arrow::ipc::writer::StreamWriter;
 
 const MAGIC: &[u8; 8] = b"LSSEG002";
 const MAGIC_V1: &[u8; 8] = b"LSSEG001";
-const HEADER_LEN: usize = 8 + 8 + 8 + 4;
+const HEADER_LEN: usize = 8 + 8 + 8 + 16 + 4;
 const TRAILER_LEN: usize = 8 + 8 + 4 + 4;
 const V1_HEADER_LEN: usize = 8 + 8;
 const V1_TRAILER_LEN: usize = 4;
@@ -49,8 +54,12 @@ pub(crate) enum SegmentError {
     Unreadable(#[from] ArrowError),
 }
 
-/// Encodes `batches` (all with `schema`) as a segment.
-pub(crate) fn encode(schema: &SchemaRef, batches: &[RecordBatch]) -> Result<Vec<u8>, ArrowError> {
+/// Encodes `batches` (all with `schema`) as the segment of write `write_id`.
+pub(crate) fn encode(
+    schema: &SchemaRef,
+    batches: &[RecordBatch],
+    write_id: u128,
+) -> Result<Vec<u8>, ArrowError> {
     let mut payload = Vec::new();
     {
         let mut writer = StreamWriter::try_new(&mut payload, schema)?;
@@ -65,6 +74,7 @@ pub(crate) fn encode(schema: &SchemaRef, batches: &[RecordBatch]) -> Result<Vec<
     out.extend_from_slice(MAGIC);
     out.extend_from_slice(&length.to_le_bytes());
     out.extend_from_slice(&rows.to_le_bytes());
+    out.extend_from_slice(&write_id.to_le_bytes());
     let header_crc = crc32fast::hash(&out);
     out.extend_from_slice(&header_crc.to_le_bytes());
     out.extend_from_slice(&payload);
@@ -204,7 +214,7 @@ mod tests {
     #[test]
     fn round_trip() {
         let b = batch();
-        let bytes = encode(&b.schema(), &[b.clone(), b.clone()]).unwrap();
+        let bytes = encode(&b.schema(), &[b.clone(), b.clone()], 7).unwrap();
         let decoded = decode(&bytes).unwrap();
         assert_eq!(decoded, vec![b.clone(), b]);
     }
@@ -212,7 +222,7 @@ mod tests {
     #[test]
     fn every_truncation_and_every_flipped_bit_is_damage_with_its_row_count() {
         let b = batch();
-        let bytes = encode(&b.schema(), &[b]).unwrap();
+        let bytes = encode(&b.schema(), &[b], 7).unwrap();
         assert_eq!(rows_hint(&bytes), Some(3));
         for len in 0..bytes.len() {
             assert!(

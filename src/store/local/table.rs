@@ -43,7 +43,7 @@ use paimon::table::Table;
 use serde::{Deserialize, Serialize};
 use tokio::sync::{oneshot, Notify};
 
-use super::root::{Created, Root};
+use super::root::{Created, PutFailed, Root};
 use super::segment::{self, SegmentError};
 use super::{failpoint, path, LOCAL};
 use crate::error::{Error, Result};
@@ -193,27 +193,35 @@ fn now_ms() -> i64 {
         .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 
-/// A new incarnation id: unique across processes and time.
-fn new_incarnation_id() -> String {
+/// A number unique across processes and time: the clock in nanoseconds,
+/// the process id and a counter.
+fn unique() -> u128 {
     use std::sync::atomic::{AtomicU64, Ordering};
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos());
-    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-    format!("{nanos:x}{:x}{n:x}", std::process::id())
+    let n = u128::from(COUNTER.fetch_add(1, Ordering::Relaxed));
+    (nanos << 48) ^ (u128::from(std::process::id()) << 16) ^ n
 }
 
-/// When the Paimon table's first schema file was written; `None` when it
-/// cannot be read. (A catalog's own answer, such as a REST server's, need
-/// not carry the file's time, so the file is asked.)
-async fn paimon_created_ms(table: &Table) -> Option<i64> {
-    table
-        .schema_manager()
-        .schema(0)
-        .await
-        .ok()
-        .map(|s| s.time_millis())
+/// A new incarnation id.
+fn new_incarnation_id() -> String {
+    format!("{:x}", unique())
+}
+
+/// When the Paimon table's first schema file was written: which Paimon table
+/// of its name `table` is. (A catalog's own answer, such as a REST server's,
+/// need not carry the file's time, so the file is asked.)
+async fn paimon_created_ms(table: &Table) -> Result<i64> {
+    Ok(fresh_schema(table, 0).await?.time_millis())
+}
+
+/// Schema `id` as the table's files have it now, not as any cache does.
+async fn fresh_schema(table: &Table, id: i64) -> Result<Arc<paimon::spec::TableSchema>> {
+    let manager =
+        paimon::table::SchemaManager::new(table.file_io().clone(), table.location().to_string());
+    Ok(manager.schema(id).await?)
 }
 
 impl TableState {
@@ -280,7 +288,9 @@ impl TableState {
         Ok(incarnation)
     }
 
-    /// Whether `table` is the Paimon table the incarnation was attached to.
+    /// Whether `table` is the Paimon table the incarnation was attached to,
+    /// and (for tables whose schema comes from their files) whether the
+    /// `Table` itself is not a handle on a table dropped since.
     async fn check_paimon(&self, incarnation: &Incarnation, table: &Table) -> Result<()> {
         let Some(expected) = incarnation.paimon_created_ms else {
             return Ok(());
@@ -294,30 +304,47 @@ impl TableState {
         if verified {
             return Ok(());
         }
-        match paimon_created_ms(table).await {
-            Some(created) if created != expected => Err(Error::StoreTableStale {
+        self.check_handle(table).await?;
+        if paimon_created_ms(table).await? != expected {
+            return Err(Error::StoreTableStale {
                 store: LOCAL.to_string(),
                 table: self.name(),
-            }),
-            _ => {
-                incarnation
-                    .verified
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .insert(version);
-                Ok(())
-            }
+            });
         }
+        incarnation
+            .verified
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(version);
+        Ok(())
+    }
+
+    /// A `Table` loaded before its table was dropped and created again
+    /// carries a schema the files no longer have. (A REST catalog's schemas
+    /// come from its server, whose times need not be the files'.)
+    async fn check_handle(&self, table: &Table) -> Result<()> {
+        if table.rest_env().is_some() {
+            return Ok(());
+        }
+        let schema = table.schema();
+        let on_disk = fresh_schema(table, schema.id()).await?;
+        if on_disk.time_millis() != schema.time_millis() {
+            return Err(Error::StoreTableStale {
+                store: LOCAL.to_string(),
+                table: self.name(),
+            });
+        }
+        Ok(())
     }
 
     /// Creates the store-side table if it is not there, or replaces one that
     /// belongs to an earlier Paimon table of the same name. Idempotent.
     pub(crate) async fn attach(&self, table: &Table) -> Result<()> {
-        let created = paimon_created_ms(table).await;
+        let created = paimon_created_ms(table).await?;
         let _in_process = self.tiering.lock().await;
         let _across_processes = self.root.lock_tiering(&self.dir).await?;
         if let Some(meta) = self.read_meta().await? {
-            let same = meta.paimon_created_ms.is_none() || meta.paimon_created_ms == created;
+            let same = meta.paimon_created_ms.is_none_or(|known| known == created);
             if same {
                 return Ok(());
             }
@@ -328,7 +355,7 @@ impl TableState {
         let meta = TableMeta {
             format: META_FORMAT,
             incarnation: new_incarnation_id(),
-            paimon_created_ms: created,
+            paimon_created_ms: Some(created),
             base_snapshot,
             paimon_location: table.location().to_string(),
         };
@@ -366,7 +393,8 @@ impl TableState {
             .await
             .map_err(|e| store_error(LOCAL, e))?;
         for location in paths {
-            if location != meta && location.filename() != Some("tier.lock") {
+            let lock = matches!(location.filename(), Some("tier.lock" | "trim.lock"));
+            if location != meta && !lock {
                 self.root.delete(&location).await?;
             }
         }
@@ -448,10 +476,14 @@ impl TableState {
             return Ok(());
         };
         let incarnation = self.current(table).await?;
-        let bytes =
-            Bytes::from(segment::encode(&schema, &batches).map_err(|e| store_error(LOCAL, e))?);
+        let bytes = Bytes::from(
+            segment::encode(&schema, &batches, unique()).map_err(|e| store_error(LOCAL, e))?,
+        );
         let started = Instant::now();
         let mut segments = incarnation.segments.lock().await;
+        // No segment is deleted between reading the tiered position and the
+        // put (on local disk; elsewhere the retention sees to it).
+        let trim_lock = self.root.lock_trim(&self.dir, true).await?;
         // Never below what tiering passed, whatever this process cached.
         let (_, tiered) = self.tiered(&incarnation, table).await?;
         let cached = match segments.next {
@@ -461,12 +493,20 @@ impl TableState {
         let mut seq = cached.max(tiered);
         let location = loop {
             let location = path::segment(&incarnation.dir, seq);
-            match self.root.put_new(&location, bytes.clone()).await? {
-                Created::Yes => break location,
+            match self.root.put_new(&location, bytes.clone()).await {
+                Ok(Created::Yes) => break location,
                 // Another writer took this number: take the next one.
-                Created::AlreadyExists => seq += 1,
+                Ok(Created::AlreadyExists) => seq += 1,
+                Err(PutFailed::NotApplied(e)) => {
+                    return Err(Error::WriteNotApplied {
+                        table: self.name(),
+                        reason: e.to_string(),
+                    })
+                }
+                Err(PutFailed::Unknown(e)) => return Err(self.unknown(e.to_string())),
             }
         };
+        drop(trim_lock);
         failpoint("write-after-put");
         // The table may have been dropped (and made again) meanwhile: then
         // the segment lies in a log nobody reads, and goes.
@@ -481,7 +521,7 @@ impl TableState {
             }
             Err(e) => return Err(self.unknown(format!("checking the table after the write: {e}"))),
         }
-        if started.elapsed() >= retention / 2 {
+        if self.root.local_dir.is_none() && started.elapsed() >= retention / 2 {
             // Old enough that a segment tiering passed could have been
             // deleted and its number taken by this write: look again.
             let (_, now) = self
@@ -591,10 +631,12 @@ impl TableState {
     /// identifier of the incarnation's newest tiering snapshot.
     async fn tiered(&self, incarnation: &Incarnation, table: &Table) -> Result<(Option<i64>, u64)> {
         let manager = table.snapshot_manager();
+        // The marker first: it names a snapshot at or before the latest one
+        // read after it.
+        let marker = self.marker(incarnation).await?;
         let Some(latest) = manager.get_latest_snapshot_id().await? else {
             return Ok((None, 0));
         };
-        let marker = self.marker(incarnation).await?;
         // Snapshots from before the incarnation was attached are not its.
         let floor = marker
             .as_ref()
@@ -707,7 +749,9 @@ impl TableState {
         let schema = log_arrow_schema(table)?;
         let mut report = TierReport::default();
         let progress = TierProgress::start(self.name());
-        let mut counted = false;
+        // The run ends where the log ended when it started: a busy writer
+        // cannot keep it (and the locks it holds) going for ever.
+        let mut run_end: Option<u64> = None;
         let mut vanished = 0;
         loop {
             let (snapshot_id, position) = self.tiered(&incarnation, table).await?;
@@ -726,14 +770,29 @@ impl TableState {
                 }
                 continue;
             };
-            if !counted {
-                counted = true;
+            let stop_at = *run_end.get_or_insert_with(|| {
                 progress.set_total(rows_of(segments.iter().map(|(_, s)| s)));
-            }
+                segments.last().map_or(position, |(seq, _)| seq + 1)
+            });
+            // Rows written under a newer schema need a newer `Table`: the
+            // next run, which loads one, tiers them.
+            let columns: HashSet<&str> =
+                schema.fields().iter().map(|f| f.name().as_str()).collect();
+            let newer = |segment: &Segment| {
+                segment.iter().any(|b| {
+                    b.schema()
+                        .fields()
+                        .iter()
+                        .any(|f| !columns.contains(f.name().as_str()))
+                })
+            };
             // Segments are whole units: take them until the batch is big enough.
             let mut chosen = Vec::new();
             let mut rows = 0u64;
             for (seq, segment) in segments {
+                if seq >= stop_at || newer(&segment) {
+                    break;
+                }
                 if !chosen.is_empty() && rows >= max_rows {
                     break;
                 }
@@ -752,7 +811,17 @@ impl TableState {
             report.commits += 1;
             progress.set_rows(report.rows);
             report.position = end;
-            let (snapshot_id, _) = self.tiered(&incarnation, table).await?;
+            let (snapshot_id, reached) = self.tiered(&incarnation, table).await?;
+            if reached != end {
+                return Err(store_error(
+                    LOCAL,
+                    format!(
+                        "tiering '{}' committed up to position {end}, but Paimon's newest \
+                         tiering snapshot says {reached}",
+                        self.name()
+                    ),
+                ));
+            }
             self.trim(&incarnation, end, snapshot_id, retention).await?;
         }
     }
@@ -781,6 +850,7 @@ impl TableState {
         let messages = write.prepare_commit().await?;
         failpoint("tier-after-write");
         // Rows of a table dropped meanwhile never reach the next one.
+        self.check_handle(table).await?;
         match self.read_meta().await? {
             Some(meta) if meta.incarnation == incarnation.id => {}
             Some(_) => {
@@ -793,8 +863,11 @@ impl TableState {
         }
         let identifier = i64::try_from(end)
             .map_err(|_| store_error(LOCAL, format!("position {end} overflows a commit id")))?;
+        // An empty commit still records the position: segments set aside
+        // (empty) are passed like any other.
         builder
             .new_commit()
+            .with_ignore_empty_commit(false)
             .filter_and_commit_with_identifier(messages, identifier)
             .await?;
         failpoint("tier-after-commit");
@@ -847,6 +920,7 @@ impl TableState {
         let Some(below) = below else {
             return Ok(());
         };
+        let _trim_lock = self.root.lock_trim(&self.dir, false).await?;
         let prefix = incarnation.dir.clone().join("log");
         let old: Vec<_> = self
             .root
@@ -917,7 +991,7 @@ impl TableState {
             .join(format!("{position:020}.seg"));
         self.root.put_replace(&aside, bytes).await?;
         let schema = log_arrow_schema(table)?;
-        let empty = segment::encode(&schema, &[]).map_err(|e| store_error(LOCAL, e))?;
+        let empty = segment::encode(&schema, &[], unique()).map_err(|e| store_error(LOCAL, e))?;
         self.root.put_replace(&location, Bytes::from(empty)).await?;
         incarnation.segments.lock().await.cache.remove(&position);
         Ok(format!(
