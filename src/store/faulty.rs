@@ -1109,7 +1109,7 @@ mod tests {
             store.get(&path("d/1")).await,
             Err(object_store::Error::NotFound { .. })
         ));
-        assert!(store.get_ranges(&path("d/1"), &[0..1]).await.is_err());
+        assert!(store.get_ranges(&path("d/1"), &[0..1, 2..3]).await.is_err());
         assert!(store.get(&path("d/1")).await.is_ok());
 
         faults.add(Rule::new(Op::Head, Fault::timeout()).times(1));

@@ -5,6 +5,7 @@ mod docs;
 mod embed;
 #[cfg(feature = "fluss")]
 mod fluss;
+mod history;
 mod local_store;
 mod memory_store;
 mod rest_server;
