@@ -33,7 +33,7 @@
 //!   in flight when its writer was killed, or failed with an error that says
 //!   the outcome is unknown may be present (once) or absent;
 //! - (c) every streaming reader that did not end with an error saw every row
-//!   acknowledged in its incarnation up to 3 s before it was stopped, exactly
+//!   acknowledged in its incarnation up to 5 s before it was stopped, exactly
 //!   once (rows acknowledged before the read started included: a streaming
 //!   read starts where a batch read would), and no id twice;
 //! - (d) no row appears that was never written, no statement is partly
@@ -54,7 +54,8 @@
 //! Environment: `LAKESTREAM_HISTORY_SEED` replays a seed (the run prints
 //! `history seed: N`); `LAKESTREAM_HISTORY_SECS` sets the length (default 60);
 //! `LAKESTREAM_HISTORY_FAULTS` lists what is injected, of `kill`, `ddl`,
-//! `alter` (default all three; `none` for none). A seed replays the same
+//! `alter` and `tier` (tiering while writers write; without it only the final
+//! tiering runs); default all four, `none` for none. A seed replays the same
 //! plan (which action at which 100 ms tick); how the processes interleave
 //! is up to the machine. A failing run keeps its directory (warehouse,
 //! store, each child's stderr, and `history.log`, every protocol line) and
@@ -89,7 +90,7 @@ const WRITERS: usize = 3;
 /// Writer instance `k` writes ids from `k * ID_BLOCK`.
 const ID_BLOCK: i64 = 1_000_000;
 /// How long a streaming reader may take to show a row.
-const READER_GRACE_US: i64 = 3_000_000;
+const READER_GRACE_US: i64 = 5_000_000;
 /// The table, as statements name it.
 const CREATE: &str = "CREATE TABLE t (id BIGINT, v STRING) WITH ('lakestream.enabled' = 'true')";
 const ENSURE: &str =
@@ -423,6 +424,8 @@ enum ReaderEnd {
 
 #[derive(Debug, Clone, Default)]
 struct ReaderRun {
+    /// When it last showed a row.
+    last_seen: Option<i64>,
     start: Option<i64>,
     planned: Option<i64>,
     seen: Vec<i64>,
@@ -470,23 +473,27 @@ struct Faults {
     kill: bool,
     ddl: bool,
     alter: bool,
+    /// Tiering while writers write: the service, ad-hoc tierings and the
+    /// writers' own background tiering. Without it, only the final tiering.
+    tier: bool,
 }
 
 impl Faults {
     fn from_env() -> Self {
         let text = std::env::var("LAKESTREAM_HISTORY_FAULTS")
-            .unwrap_or_else(|_| "kill,ddl,alter".to_string());
+            .unwrap_or_else(|_| "kill,ddl,alter,tier".to_string());
         let words: HashSet<&str> = text.split(',').map(str::trim).collect();
         for word in &words {
             assert!(
-                ["kill", "ddl", "alter", "none", ""].contains(word),
-                "LAKESTREAM_HISTORY_FAULTS: unknown fault '{word}' (kill, ddl, alter, none)"
+                ["kill", "ddl", "alter", "tier", "none", ""].contains(word),
+                "LAKESTREAM_HISTORY_FAULTS: unknown fault '{word}' (kill, ddl, alter, tier, none)"
             );
         }
         Self {
             kill: words.contains("kill"),
             ddl: words.contains("ddl"),
             alter: words.contains("alter"),
+            tier: words.contains("tier"),
         }
     }
 }
@@ -661,7 +668,7 @@ impl Run {
         self.next_instance += 1;
         let writer_seed = self.seed ^ (instance as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
         // Half the writers also tier in the background, as long-lived writers do.
-        let tier_interval = if writer_seed.is_multiple_of(2) {
+        let tier_interval = if !self.faults.tier || writer_seed.is_multiple_of(2) {
             "off"
         } else {
             "2s"
@@ -873,7 +880,10 @@ impl Run {
         match word {
             "START" => run.start = Some(time),
             "PLANNED" => run.planned = Some(time),
-            "SEEN" => run.seen.extend(parse_ids(rest)),
+            "SEEN" => {
+                run.seen.extend(parse_ids(rest));
+                run.last_seen = Some(time);
+            }
             "END" => run.end = Some((time, ReaderEnd::Ended)),
             "ERR" => run.end = Some((time, ReaderEnd::Error(rest.to_string()))),
             _ => {}
@@ -989,7 +999,9 @@ impl Run {
         for slot in 0..WRITERS {
             self.spawn_writer(slot);
         }
-        self.spawn_service();
+        if self.faults.tier {
+            self.spawn_service();
+        }
         self.spawn_reader();
 
         let ddl_until = self.ticks * 85 / 100;
@@ -1017,7 +1029,10 @@ impl Run {
                 self.spawn_writer(slot);
             }
         }
-        if !self.running(self.service) && dead_for(self, self.service) > 1_000_000 {
+        if self.faults.tier
+            && !self.running(self.service)
+            && dead_for(self, self.service) > 1_000_000
+        {
             self.spawn_service();
         }
         if self.faults.kill {
@@ -1042,7 +1057,7 @@ impl Run {
         } else if r[8] < 1.0 / 20.0 {
             self.spawn_reader();
         }
-        if !self.running(self.adhoc) && r[4] < 1.0 / 50.0 {
+        if self.faults.tier && !self.running(self.adhoc) && r[4] < 1.0 / 50.0 {
             self.spawn_adhoc();
         }
         if !self.running(self.ddl) {
@@ -1277,6 +1292,7 @@ impl Run {
         if let Err(e) = &finals.tier {
             failures.add("the final tiering failed", e.clone());
         }
+        let mut missing_by_writer: BTreeMap<&str, BTreeMap<i64, usize>> = BTreeMap::new();
         for (name, read) in reads {
             let ids = match read {
                 Ok(ids) => ids,
@@ -1337,8 +1353,25 @@ impl Run {
                         &format!("{what} in {name}"),
                         format!("{} ×{n}", self.describe(*id)),
                     );
+                    if class == &Class::Current && n == 0 {
+                        *missing_by_writer
+                            .entry(name)
+                            .or_default()
+                            .entry(stmt.writer)
+                            .or_default() += 1;
+                    }
                 }
             }
+        }
+        for (name, by_writer) in &missing_by_writer {
+            let list: Vec<String> = by_writer
+                .iter()
+                .map(|(writer, n)| format!("writer #{writer}: {n}"))
+                .collect();
+            failures.note(
+                &format!("(a) acknowledged rows missing in {name}"),
+                format!("missing rows by writer: {}", list.join(", ")),
+            );
         }
         if let (Ok(t), Ok(rt)) = (&finals.t_after, &finals.rt_after) {
             let t: HashSet<i64> = t.iter().copied().collect();
@@ -1515,6 +1548,8 @@ impl Run {
         }
         let horizon = next_drop.unwrap_or(i64::MAX).min(end - READER_GRACE_US);
         *checked += 1;
+        let mut required = 0;
+        let mut missed = Vec::new();
         for stmt in &self.stmts {
             if !matches!(stmt.outcome, Outcome::Acked) {
                 continue;
@@ -1523,21 +1558,26 @@ impl Run {
             if stmt.start <= after || stmt_end >= horizon {
                 continue;
             }
-            for id in &stmt.ids {
-                if !counts.contains_key(id) {
-                    failures.add(
-                        "(c) streaming readers missed acknowledged rows",
-                        format!(
-                            "{name} (started {}, planned {}, stopped {}): {}",
-                            self.at(start),
-                            self.at(planned),
-                            self.at(end),
-                            self.describe(*id)
-                        ),
-                    );
-                }
-            }
+            required += stmt.ids.len();
+            missed.extend(stmt.ids.iter().filter(|id| !counts.contains_key(id)));
         }
+        if missed.is_empty() {
+            return;
+        }
+        let last_seen = run.last_seen.map_or("never".to_string(), |t| self.at(t));
+        let examples: Vec<String> = missed.iter().take(3).map(|id| self.describe(*id)).collect();
+        failures.add(
+            "(c) streaming readers missed acknowledged rows (one line per reader)",
+            format!(
+                "{name} (started {}, planned {}, stopped {}, last row shown at {last_seen}): \
+                 missed {} of the {required} rows it had to show, first: {}",
+                self.at(start),
+                self.at(planned),
+                self.at(end),
+                missed.len(),
+                examples.join("; ")
+            ),
+        );
     }
 
     fn summary(
@@ -1713,6 +1753,7 @@ struct Finals {
 #[derive(Default)]
 struct Failures {
     by_kind: BTreeMap<String, (usize, Vec<String>)>,
+    notes: BTreeMap<String, Vec<String>>,
 }
 
 impl Failures {
@@ -1722,6 +1763,11 @@ impl Failures {
         if entry.1.len() < EXAMPLES {
             entry.1.push(example);
         }
+    }
+
+    /// A line printed after a kind's examples.
+    fn note(&mut self, kind: &str, note: String) {
+        self.notes.entry(kind.to_string()).or_default().push(note);
     }
 
     fn is_empty(&self) -> bool {
@@ -1737,6 +1783,9 @@ impl Failures {
             }
             if *n > examples.len() {
                 let _ = writeln!(s, "    ... and {} more", n - examples.len());
+            }
+            for note in self.notes.get(kind).into_iter().flatten() {
+                let _ = writeln!(s, "    {note}");
             }
         }
         s
