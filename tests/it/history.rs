@@ -542,6 +542,9 @@ struct Run {
     /// DROPs that began without an OK yet: process, step, the incarnation before.
     pending_drops: Vec<(usize, usize, Option<Option<i64>>)>,
     next_instance: i64,
+    /// DROP + CREATE and ADD COLUMN processes started.
+    recreates: u64,
+    alters: u64,
     next_column: usize,
     stmts: Vec<Stmt>,
     /// The statement of each id a writer tried.
@@ -601,6 +604,8 @@ impl Run {
             pending_drops: Vec::new(),
             hung: Vec::new(),
             next_instance: 1,
+            recreates: 0,
+            alters: 0,
             next_column: 1,
             stmts: Vec::new(),
             owner: HashMap::new(),
@@ -1070,9 +1075,17 @@ impl Run {
             if self.need_ensure {
                 self.need_ensure = false;
                 self.ddl = Some(self.spawn_ddl(&[DdlOp::Ensure], false));
-            } else if self.faults.ddl && tick < ddl_until && r[5] < 1.0 / 200.0 {
+            } else if self.faults.ddl
+                && tick < ddl_until
+                && (r[5] < 1.0 / 200.0 || self.recreates == 0 && tick >= self.ticks / 2)
+            {
+                // About one every 20 s, and at least one by half time.
+                self.recreates += 1;
                 self.ddl = Some(self.spawn_ddl(&[DdlOp::Drop, DdlOp::Create], true));
-            } else if self.faults.alter && r[6] < 1.0 / 150.0 {
+            } else if self.faults.alter
+                && (r[6] < 1.0 / 150.0 || self.alters == 0 && tick >= self.ticks * 4 / 10)
+            {
+                self.alters += 1;
                 self.ddl = Some(self.spawn_ddl(&[DdlOp::Alter], true));
             }
         }
@@ -1290,14 +1303,14 @@ impl Run {
             ("t$rt after the final tiering", &finals.rt_after),
         ];
         if let Err(e) = &finals.tier {
-            failures.add("the final tiering failed", e.clone());
+            failures.add("the final tiering failed", one_line(e));
         }
         let mut missing_by_writer: BTreeMap<&str, BTreeMap<i64, usize>> = BTreeMap::new();
         for (name, read) in reads {
             let ids = match read {
                 Ok(ids) => ids,
                 Err(e) => {
-                    failures.add(&format!("reading {name} failed"), e.clone());
+                    failures.add(&format!("reading {name} failed"), one_line(e));
                     continue;
                 }
             };
