@@ -6,6 +6,7 @@
 //! The core names no store type: `local`, `fluss` and test stores all come in
 //! through [`StoreRegistry::register`].
 
+pub mod faulty;
 #[cfg(feature = "fluss")]
 pub mod fluss;
 mod lazy;

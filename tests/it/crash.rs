@@ -7,17 +7,15 @@
 //! fresh session reads: every acknowledged write, no partial statement, no
 //! row twice.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::io::{BufRead, BufReader};
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use datafusion::arrow::array::{Array, Int64Array};
-use datafusion::arrow::compute::cast;
-use datafusion::arrow::datatypes::DataType;
 use paimon_lakestream::LakeStreamContext;
+
+use crate::support::{child_command, forward_lines, ids, local_store_options};
 
 /// Rows per INSERT: a statement is all of them or none.
 const ROWS_PER_INSERT: i64 = 10;
@@ -42,18 +40,9 @@ impl Setup {
     }
 }
 
-fn options(warehouse: &Path, store: &Path, tier_interval: &str) -> HashMap<String, String> {
-    HashMap::from([
-        ("warehouse".to_string(), warehouse.display().to_string()),
-        ("lakestream.store".to_string(), "local".to_string()),
-        ("local.path".to_string(), store.display().to_string()),
-        ("local.tier-interval".to_string(), tier_interval.to_string()),
-    ])
-}
-
 async fn context(warehouse: &Path, store: &Path) -> LakeStreamContext {
     let mut ctx = LakeStreamContext::new();
-    ctx.register_catalog("paimon", options(warehouse, store, "off"))
+    ctx.register_catalog("paimon", local_store_options(warehouse, store, "off"))
         .await
         .expect("catalog");
     ctx
@@ -66,24 +55,6 @@ async fn run(ctx: &LakeStreamContext, sql: &str) {
         .collect()
         .await
         .unwrap_or_else(|e| panic!("{sql}: {e}"));
-}
-
-/// The `id`s a query returns, as they come (duplicates kept).
-async fn ids(ctx: &LakeStreamContext, sql: &str) -> Vec<i64> {
-    let batches = ctx
-        .sql(sql)
-        .await
-        .unwrap_or_else(|e| panic!("{sql}: {e}"))
-        .collect()
-        .await
-        .unwrap_or_else(|e| panic!("{sql}: {e}"));
-    let mut out = Vec::new();
-    for batch in batches {
-        let column = cast(batch.column(0), &DataType::Int64).expect("ids as Int64");
-        let column = column.as_any().downcast_ref::<Int64Array>().expect("Int64");
-        out.extend(column.iter().flatten());
-    }
-    out
 }
 
 fn insert_statement(table: &str, n: i64) -> String {
@@ -109,7 +80,7 @@ async fn child_process() {
     let mut ctx = LakeStreamContext::new();
     ctx.register_catalog(
         "paimon",
-        options(&warehouse, &store, &env("CHILD_TIER_INTERVAL")),
+        local_store_options(&warehouse, &store, &env("CHILD_TIER_INTERVAL")),
     )
     .await
     .expect("catalog");
@@ -141,14 +112,8 @@ struct ChildSpec<'a> {
 }
 
 fn spawn(setup: &Setup, spec: &ChildSpec<'_>) -> Child {
-    let mut command = Command::new(std::env::current_exe().expect("test binary"));
+    let mut command = child_command("crash::child_process");
     command
-        .args([
-            "--exact",
-            "crash::child_process",
-            "--nocapture",
-            "--test-threads=1",
-        ])
         .env("LAKESTREAM_CHILD", spec.role)
         .env("CHILD_WAREHOUSE", setup.warehouse())
         .env("CHILD_STORE", setup.store())
@@ -157,7 +122,6 @@ fn spawn(setup: &Setup, spec: &ChildSpec<'_>) -> Child {
         .env("CHILD_COUNT", spec.count.to_string())
         .env("CHILD_TIER_INTERVAL", spec.tier_interval)
         .env_remove("LAKESTREAM_FAILPOINT")
-        .stdout(Stdio::piped())
         .stderr(Stdio::null());
     if let Some(point) = spec.failpoint {
         command.env("LAKESTREAM_FAILPOINT", point);
@@ -170,14 +134,7 @@ fn spawn(setup: &Setup, spec: &ChildSpec<'_>) -> Child {
 fn acks_until(mut child: Child, mut stop: impl FnMut(usize, Duration) -> bool) -> BTreeSet<i64> {
     let stdout = child.stdout.take().expect("piped stdout");
     let (lines_tx, lines_rx) = std::sync::mpsc::channel();
-    let reader = std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines() {
-            let Ok(line) = line else { break };
-            if lines_tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
+    let reader = forward_lines(stdout, (), lines_tx);
     let started = Instant::now();
     let mut acks = BTreeSet::new();
     loop {
@@ -185,7 +142,7 @@ fn acks_until(mut child: Child, mut stop: impl FnMut(usize, Duration) -> bool) -
             break;
         }
         match lines_rx.recv_timeout(Duration::from_millis(5)) {
-            Ok(line) => {
+            Ok(((), line)) => {
                 if let Some(n) = ack(&line) {
                     acks.insert(n);
                 }
@@ -205,7 +162,7 @@ fn acks_until(mut child: Child, mut stop: impl FnMut(usize, Duration) -> bool) -
     let _ = child.kill();
     let _ = child.wait();
     // Lines already printed before the kill count: they were acknowledged.
-    while let Ok(line) = lines_rx.recv_timeout(Duration::from_millis(200)) {
+    while let Ok(((), line)) = lines_rx.recv_timeout(Duration::from_millis(200)) {
         if let Some(n) = ack(&line) {
             acks.insert(n);
         }

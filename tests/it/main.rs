@@ -6,6 +6,7 @@ mod durability;
 mod embed;
 #[cfg(feature = "fluss")]
 mod fluss;
+mod history;
 mod local_store;
 mod memory_store;
 mod rest_server;

@@ -1,10 +1,20 @@
 //! Shared test setup: real warehouses in temporary directories, behind a
-//! filesystem catalog or a REST catalog served by [`RestCatalogServer`].
+//! filesystem catalog or a REST catalog served by [`RestCatalogServer`]; and
+//! what the multi-process tests (`crash`, `history`) share: the `local`
+//! store's catalog options, reading ids, and running this test binary again
+//! as a child process.
 
 use std::collections::HashMap;
-
+use std::io::{BufRead, BufReader, Read};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::sync::mpsc::Sender;
 use std::sync::Arc;
+use std::thread::JoinHandle;
 
+use datafusion::arrow::array::{Array, Int64Array};
+use datafusion::arrow::compute::cast;
+use datafusion::arrow::datatypes::DataType;
 use paimon_lakestream::LakeStreamContext;
 use tempfile::TempDir;
 
@@ -58,7 +68,7 @@ impl TestWarehouse {
     /// A filesystem catalog over a warehouse someone else owns (a store's
     /// cluster tiers into it); it is left in place when dropped.
     #[cfg_attr(not(feature = "fluss"), allow(dead_code))]
-    pub fn existing(warehouse: &std::path::Path) -> Self {
+    pub fn existing(warehouse: &Path) -> Self {
         Self {
             _dir: tempfile::tempdir().expect("temporary directory"),
             memory: Arc::new(MemoryStoreFactory::default()),
@@ -71,7 +81,7 @@ impl TestWarehouse {
     }
 
     /// The temporary directory everything of this warehouse lives in.
-    pub fn path(&self) -> &std::path::Path {
+    pub fn path(&self) -> &Path {
         self._dir.path()
     }
 
@@ -92,4 +102,77 @@ impl TestWarehouse {
             .expect("register catalog");
         ctx
     }
+}
+
+/// Catalog options of a filesystem warehouse whose lake-stream tables use the
+/// `local` store at `store`, tiering in the background every `tier_interval`
+/// (`off`: only on demand).
+pub fn local_store_options(
+    warehouse: &Path,
+    store: &Path,
+    tier_interval: &str,
+) -> HashMap<String, String> {
+    HashMap::from([
+        ("warehouse".to_string(), warehouse.display().to_string()),
+        ("lakestream.store".to_string(), "local".to_string()),
+        ("local.path".to_string(), store.display().to_string()),
+        ("local.tier-interval".to_string(), tier_interval.to_string()),
+    ])
+}
+
+/// The first column of what a query returns, cast to `BIGINT`, as it comes
+/// (duplicates kept), or the query's error.
+pub async fn try_ids(ctx: &LakeStreamContext, sql: &str) -> Result<Vec<i64>, String> {
+    let batches = ctx
+        .sql(sql)
+        .await
+        .map_err(|e| format!("{sql}: {e}"))?
+        .collect()
+        .await
+        .map_err(|e| format!("{sql}: {e}"))?;
+    let mut out = Vec::new();
+    for batch in batches {
+        let column = cast(batch.column(0), &DataType::Int64).map_err(|e| e.to_string())?;
+        let column = column
+            .as_any()
+            .downcast_ref::<Int64Array>()
+            .ok_or("not Int64")?;
+        out.extend(column.iter().flatten());
+    }
+    Ok(out)
+}
+
+/// Like [`try_ids`], panicking on an error.
+pub async fn ids(ctx: &LakeStreamContext, sql: &str) -> Vec<i64> {
+    try_ids(ctx, sql).await.unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// A command that runs this test binary again with `test` (a full path such
+/// as `crash::child_process`) as its only test, output not captured. Its
+/// standard output is piped; the caller sets the environment that tells the
+/// child its role.
+pub fn child_command(test: &str) -> Command {
+    let mut command = Command::new(std::env::current_exe().expect("test binary"));
+    command
+        .args(["--exact", test, "--nocapture", "--test-threads=1"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped());
+    command
+}
+
+/// Sends each line `output` gives to `lines`, tagged with `tag`, from a
+/// thread of its own, until the output ends (or the receiver is gone).
+pub fn forward_lines<T: Clone + Send + 'static>(
+    output: impl Read + Send + 'static,
+    tag: T,
+    lines: Sender<(T, String)>,
+) -> JoinHandle<()> {
+    std::thread::spawn(move || {
+        for line in BufReader::new(output).lines() {
+            let Ok(line) = line else { break };
+            if lines.send((tag.clone(), line)).is_err() {
+                break;
+            }
+        }
+    })
 }

@@ -1,0 +1,1861 @@
+//! The history checker: a seeded, randomized run of several processes
+//! against one lake-stream table of the `local` store, checked at the end
+//! against what each process was told.
+//!
+//! The processes (children are this test binary run again with
+//! `LAKESTREAM_HISTORY_CHILD` naming the role, as in `crash.rs`):
+//! - `WRITERS` long-lived writers, one `LakeStreamContext` each for their
+//!   whole life, inserting unique ids into `t` (some tier in the background
+//!   themselves, `local.tier-interval` = 2s);
+//! - a tiering service, `lakestream-cli tier --table default.t --interval 1s`;
+//! - ad-hoc tierings from short-lived processes (`CALL sys.lakestream_tier`);
+//! - `DROP TABLE` + `CREATE TABLE` of `t` from short-lived processes, and
+//!   `ALTER TABLE t ADD COLUMN`;
+//! - one streaming reader at a time (`SET lakestream.scan_mode =
+//!   'streaming'`, `SELECT id FROM t$rt`), printing every id it sees;
+//! - `kill -9` of any of them at random moments; a killed writer, service or
+//!   reader is replaced by a new process.
+//!
+//! Children print protocol lines `@@ <KIND> <fields> ;;` (times are
+//! microseconds since the epoch, taken in the child): a writer `TRY start ids`
+//! before each INSERT, then `ACK start end ids` or `ERR start end ids message`;
+//! a reader `START t`, `PLANNED t`, `SEEN t ids`, and `END t` or `ERR t
+//! message`; a DDL process `BEGIN t i`, then `OK t i` or `ERR t i message` for
+//! its i-th statement; an ad-hoc tiering `TIERED start end rows` or `ERR ...`.
+//!
+//! After the run (writers stopped, a final tiering) it checks:
+//! - (a) every row acknowledged in the current incarnation of `t` (its
+//!   statement began after the last DROP ended) is in `t$rt` exactly once
+//!   before the final tiering, and in `t` and `t$rt` exactly once after it;
+//! - (b) no row of a dropped incarnation (its statement ended before a DROP
+//!   that succeeded began) appears in any final read, nor in a streaming read
+//!   that started after that DROP; rows whose statement overlapped a DROP, was
+//!   in flight when its writer was killed, or failed with an error that says
+//!   the outcome is unknown may be present (once) or absent;
+//! - (c) every streaming reader that did not end with an error saw every row
+//!   acknowledged in its incarnation up to 5 s before it was stopped, exactly
+//!   once (rows acknowledged before the read started included: a streaming
+//!   read starts where a batch read would), and no id twice;
+//! - (d) no row appears that was never written, no statement is partly
+//!   visible, and no row of a statement that failed with an error that does
+//!   not say its outcome is unknown appears (an error means nothing was
+//!   written, or says so). An error says the outcome is unknown when its text
+//!   contains "unknown" together with "outcome" (any case), or "may have been
+//!   written".
+//! - (e) the table keeps working: writes do not all fail for more than 10 s
+//!   in a row, and no DDL or tiering process is still running 60 s after the
+//!   run ended.
+//!
+//! Whether a DROP whose process was killed (or that failed) dropped the
+//! table is found out from the next DDL process, which prints the table's
+//! incarnation: the `update_time` of schema 0 in `t$schemas`. A DROP whose
+//! outcome stays unknown makes the rows before it "may be present".
+//!
+//! Environment: `LAKESTREAM_HISTORY_SEED` replays a seed (the run prints
+//! `history seed: N`); `LAKESTREAM_HISTORY_SECS` sets the length (default 60);
+//! `LAKESTREAM_HISTORY_FAULTS` lists what is injected, of `kill`, `ddl`,
+//! `alter` and `tier` (tiering while writers write; without it only the final
+//! tiering runs); default all four, `none` for none. A seed replays the same
+//! plan (which action at which 100 ms tick); how the processes interleave
+//! is up to the machine. A failing run keeps its directory (warehouse,
+//! store, each child's stderr, and `history.log`, every protocol line) and
+//! prints where it is.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::fmt::Write as _;
+use std::fs::File;
+use std::io::Write as _;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc::{channel, Receiver, RecvTimeoutError, Sender};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use datafusion::arrow::array::{Array, Int64Array};
+use datafusion::arrow::compute::cast;
+use datafusion::arrow::datatypes::DataType;
+use futures::StreamExt;
+use paimon_lakestream::LakeStreamContext;
+
+use crate::support::{child_command, forward_lines, local_store_options, try_ids};
+
+/// The test the children run.
+const CHILD_TEST: &str = "history::history_child";
+/// Names the child's role; unset in the parent.
+const ROLE_ENV: &str = "LAKESTREAM_HISTORY_CHILD";
+/// The scheduler's step.
+const TICK: Duration = Duration::from_millis(100);
+/// Long-lived writer processes at any time.
+const WRITERS: usize = 3;
+/// Writer instance `k` writes ids from `k * ID_BLOCK`.
+const ID_BLOCK: i64 = 1_000_000;
+/// How long a streaming reader may take to show a row.
+const READER_GRACE_US: i64 = 5_000_000;
+/// The table, as statements name it.
+const CREATE: &str = "CREATE TABLE t (id BIGINT, v STRING) WITH ('lakestream.enabled' = 'true')";
+const ENSURE: &str =
+    "CREATE TABLE IF NOT EXISTS t (id BIGINT, v STRING) WITH ('lakestream.enabled' = 'true')";
+const DROP: &str = "DROP TABLE IF EXISTS t";
+const TIER: &str = "CALL sys.lakestream_tier('default.t')";
+/// Every write failing for longer than this is a failure of its own.
+const STUCK_US: i64 = 10_000_000;
+/// How many examples of one kind of failure are printed.
+const EXAMPLES: usize = 15;
+
+fn now_us() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .expect("clock after 1970")
+        .as_micros() as i64
+}
+
+/// SplitMix64: the run's seeded generator.
+#[derive(Debug, Clone)]
+struct Rng(u64);
+
+impl Rng {
+    fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in [0, 1).
+    fn unit(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.next_u64() % n.max(1)
+    }
+}
+
+fn one_line(text: impl std::fmt::Display) -> String {
+    text.to_string().replace(['\n', '\r'], " ")
+}
+
+fn id_list(ids: &[i64]) -> String {
+    ids.iter().map(i64::to_string).collect::<Vec<_>>().join(",")
+}
+
+fn parse_ids(text: &str) -> Vec<i64> {
+    text.split(',')
+        .filter(|s| !s.is_empty())
+        .map(|s| s.parse().expect("id"))
+        .collect()
+}
+
+/// Whether an error says that its statement's outcome is unknown.
+fn says_outcome_unknown(message: &str) -> bool {
+    let m = message.to_ascii_lowercase();
+    (m.contains("unknown") && m.contains("outcome")) || m.contains("may have been written")
+}
+
+// ---------------------------------------------------------------- children
+
+/// Prints one protocol line.
+fn emit(line: &str) {
+    println!("@@ {line} ;;");
+}
+
+/// Ends this child when the parent is gone, so no child outlives a run.
+fn watch_parent() {
+    let parent = std::os::unix::process::parent_id();
+    std::thread::spawn(move || loop {
+        std::thread::sleep(Duration::from_millis(500));
+        if std::os::unix::process::parent_id() != parent {
+            std::process::exit(3);
+        }
+    });
+}
+
+async fn run(ctx: &LakeStreamContext, sql: &str) -> Result<(), String> {
+    ctx.sql(sql)
+        .await
+        .map_err(one_line)?
+        .collect()
+        .await
+        .map_err(one_line)?;
+    Ok(())
+}
+
+/// The child's side: runs when `LAKESTREAM_HISTORY_CHILD` is set, does nothing otherwise.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn history_child() {
+    let Ok(role) = std::env::var(ROLE_ENV) else {
+        return;
+    };
+    watch_parent();
+    let env = |key: &str| std::env::var(key).unwrap_or_else(|_| panic!("{key} not set"));
+    let warehouse = PathBuf::from(env("HISTORY_WAREHOUSE"));
+    let store = PathBuf::from(env("HISTORY_STORE"));
+    let tier_interval = env("HISTORY_TIER_INTERVAL");
+    let mut ctx = LakeStreamContext::new();
+    if let Err(e) = ctx
+        .register_catalog(
+            "paimon",
+            local_store_options(&warehouse, &store, &tier_interval),
+        )
+        .await
+    {
+        emit(&format!("FATAL {}", one_line(e)));
+        return;
+    }
+    match role.as_str() {
+        "writer" => {
+            let first: i64 = env("HISTORY_FIRST_ID").parse().expect("first id");
+            let seed: u64 = env("HISTORY_SEED").parse().expect("seed");
+            writer(&ctx, first, seed).await;
+        }
+        "reader" => reader(&ctx).await,
+        "tier" => tier_once(&ctx).await,
+        "ddl" => ddl(&ctx, &env("HISTORY_SQL")).await,
+        other => panic!("unknown role {other}"),
+    }
+}
+
+/// Inserts 1 to 4 new ids at a time until killed.
+async fn writer(ctx: &LakeStreamContext, first: i64, seed: u64) {
+    let mut rng = Rng(seed);
+    let mut next = first;
+    loop {
+        let n = 1 + rng.below(4) as i64;
+        let ids: Vec<i64> = (next..next + n).collect();
+        next += n;
+        let values: Vec<String> = ids.iter().map(|id| format!("({id}, 'w')")).collect();
+        let sql = format!("INSERT INTO t (id, v) VALUES {}", values.join(", "));
+        let list = id_list(&ids);
+        let start = now_us();
+        emit(&format!("TRY {start} {list}"));
+        let result = run(ctx, &sql).await;
+        let end = now_us();
+        match result {
+            Ok(()) => emit(&format!("ACK {start} {end} {list}")),
+            Err(e) => {
+                emit(&format!("ERR {start} {end} {list} {e}"));
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(rng.below(40))).await;
+    }
+}
+
+/// Follows `t$rt` until killed, or until the read ends.
+async fn reader(ctx: &LakeStreamContext) {
+    emit(&format!("START {}", now_us()));
+    if let Err(e) = run(ctx, "SET lakestream.scan_mode = 'streaming'").await {
+        emit(&format!("ERR {} {e}", now_us()));
+        return;
+    }
+    let stream = match ctx.sql("SELECT id FROM t$rt").await {
+        Ok(df) => df.execute_stream().await,
+        Err(e) => Err(e),
+    };
+    let mut stream = match stream {
+        Ok(stream) => stream,
+        Err(e) => {
+            emit(&format!("ERR {} {}", now_us(), one_line(e)));
+            return;
+        }
+    };
+    emit(&format!("PLANNED {}", now_us()));
+    while let Some(batch) = stream.next().await {
+        let ids = batch.map_err(one_line).and_then(|batch| {
+            let column = cast(batch.column(0), &DataType::Int64).map_err(one_line)?;
+            let column = column
+                .as_any()
+                .downcast_ref::<Int64Array>()
+                .ok_or("ids are not Int64")?;
+            Ok::<Vec<i64>, String>(column.iter().flatten().collect())
+        });
+        match ids {
+            Ok(ids) => {
+                let now = now_us();
+                for chunk in ids.chunks(200) {
+                    emit(&format!("SEEN {now} {}", id_list(chunk)));
+                }
+            }
+            Err(e) => {
+                emit(&format!("ERR {} {e}", now_us()));
+                return;
+            }
+        }
+    }
+    emit(&format!("END {}", now_us()));
+}
+
+/// One ad-hoc tiering.
+async fn tier_once(ctx: &LakeStreamContext) {
+    let start = now_us();
+    let result = match ctx.sql(TIER).await {
+        Ok(df) => df.collect().await.map_err(one_line),
+        Err(e) => Err(one_line(e)),
+    };
+    let end = now_us();
+    match result {
+        Ok(batches) => {
+            let mut rows = 0;
+            for batch in &batches {
+                if let Some(column) = batch.column_by_name("rows_tiered") {
+                    let column = cast(column, &DataType::Int64).expect("rows_tiered");
+                    let column = column.as_any().downcast_ref::<Int64Array>().expect("Int64");
+                    rows += column.iter().flatten().sum::<i64>();
+                }
+            }
+            emit(&format!("TIERED {start} {end} {rows}"));
+        }
+        Err(e) => emit(&format!("ERR {start} {end} {e}")),
+    }
+}
+
+/// Runs `;`-separated statements in order, each whatever the one before did.
+async fn ddl(ctx: &LakeStreamContext, sql: &str) {
+    for (i, statement) in sql
+        .split(';')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .enumerate()
+    {
+        emit(&format!("BEGIN {} {i}", now_us()));
+        match run(ctx, statement).await {
+            Ok(()) => emit(&format!("OK {} {i}", now_us())),
+            Err(e) => emit(&format!("ERR {} {i} {e}", now_us())),
+        }
+    }
+    // Which incarnation of `t` is there now: the time its first schema was
+    // written (a DROP and CREATE make a new one), or none.
+    match try_ids(ctx, "SELECT update_time FROM t$schemas WHERE schema_id = 0").await {
+        Ok(times) => match times.first() {
+            Some(ms) => emit(&format!("INCARNATION {ms}")),
+            None => emit("INCARNATION none"),
+        },
+        Err(e) if e.to_ascii_lowercase().contains("not found") => emit("INCARNATION none"),
+        Err(e) => emit(&format!("INCARNATION error {}", one_line(e))),
+    }
+    emit("DONE");
+}
+
+// ---------------------------------------------------------------- the record
+
+/// How a write statement ended.
+#[derive(Debug, Clone)]
+enum Outcome {
+    Acked,
+    Failed {
+        message: String,
+        unknown: bool,
+    },
+    /// Never answered: its writer was killed (or stopped) first.
+    InFlight,
+}
+
+#[derive(Debug, Clone)]
+struct Stmt {
+    writer: i64,
+    ids: Vec<i64>,
+    start: i64,
+    /// The answer's time; for one in flight, when its writer died.
+    end: Option<i64>,
+    outcome: Outcome,
+}
+
+/// What the final reads may show of a statement's rows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Class {
+    /// Acknowledged in the current incarnation: exactly once.
+    Current,
+    /// Overlapped a DROP, in flight, or an unknown outcome: once or not at all.
+    Maybe,
+    /// Of a dropped incarnation: never.
+    Dropped,
+    /// Failed with an error that does not say the outcome is unknown: never.
+    Failed,
+}
+
+/// One DROP statement that began.
+#[derive(Debug, Clone)]
+struct DropRec {
+    start: i64,
+    end: i64,
+    /// It answered OK (else: failed, or its process was killed).
+    done: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum DdlOp {
+    Drop,
+    Create,
+    Ensure,
+    Alter,
+}
+
+impl DdlOp {
+    fn sql(self, column: usize) -> String {
+        match self {
+            DdlOp::Drop => DROP.to_string(),
+            DdlOp::Create => CREATE.to_string(),
+            DdlOp::Ensure => ENSURE.to_string(),
+            DdlOp::Alter => format!("ALTER TABLE t ADD COLUMN c{column} INT"),
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+struct DdlStep {
+    op: DdlOp,
+    begin: Option<i64>,
+    end: Option<i64>,
+    result: Option<Result<(), String>>,
+    /// For a DROP that did not answer OK: whether it happened after all, as
+    /// the incarnation seen by the next DDL process tells.
+    happened: Option<bool>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum ReaderEnd {
+    /// Killed by the run (its normal way to stop).
+    Killed,
+    /// The stream ended by itself.
+    Ended,
+    Error(String),
+}
+
+#[derive(Debug, Clone, Default)]
+struct ReaderRun {
+    /// When it last showed a row.
+    last_seen: Option<i64>,
+    start: Option<i64>,
+    planned: Option<i64>,
+    seen: Vec<i64>,
+    end: Option<(i64, ReaderEnd)>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Writer { instance: i64 },
+    Service,
+    Reader,
+    Adhoc,
+    Ddl,
+}
+
+impl Kind {
+    fn name(self) -> &'static str {
+        match self {
+            Kind::Writer { .. } => "writer",
+            Kind::Service => "tier-service",
+            Kind::Reader => "reader",
+            Kind::Adhoc => "adhoc-tier",
+            Kind::Ddl => "ddl",
+        }
+    }
+}
+
+struct Proc {
+    kind: Kind,
+    child: Option<Child>,
+    /// When it died (was killed, or exited), once known.
+    died: Option<i64>,
+    killed: bool,
+    started: i64,
+    /// For DDL processes: the statements and how each went.
+    steps: Vec<DdlStep>,
+    /// Whether this DDL process may be killed (an "ensure" is not).
+    killable: bool,
+    reader: Option<usize>,
+}
+
+/// Which faults a run injects.
+#[derive(Debug, Clone, Copy)]
+struct Faults {
+    kill: bool,
+    ddl: bool,
+    alter: bool,
+    /// Tiering while writers write: the service, ad-hoc tierings and the
+    /// writers' own background tiering. Without it, only the final tiering.
+    tier: bool,
+}
+
+impl Faults {
+    fn from_env() -> Self {
+        let text = std::env::var("LAKESTREAM_HISTORY_FAULTS")
+            .unwrap_or_else(|_| "kill,ddl,alter,tier".to_string());
+        let words: HashSet<&str> = text.split(',').map(str::trim).collect();
+        for word in &words {
+            assert!(
+                ["kill", "ddl", "alter", "tier", "none", ""].contains(word),
+                "LAKESTREAM_HISTORY_FAULTS: unknown fault '{word}' (kill, ddl, alter, tier, none)"
+            );
+        }
+        Self {
+            kill: words.contains("kill"),
+            ddl: words.contains("ddl"),
+            alter: words.contains("alter"),
+            tier: words.contains("tier"),
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+struct Counters {
+    kills: BTreeMap<&'static str, u64>,
+    spawned: BTreeMap<&'static str, u64>,
+    service_rounds: u64,
+    service_rows: u64,
+    adhoc_ok: u64,
+    adhoc_rows: i64,
+    adhoc_errors: Vec<String>,
+    fatal: Vec<String>,
+}
+
+// ---------------------------------------------------------------- the run
+
+struct Run {
+    seed: u64,
+    ticks: u64,
+    faults: Faults,
+    dir: Option<tempfile::TempDir>,
+    root: PathBuf,
+    rng: Rng,
+    t0: i64,
+    lines_tx: Sender<(usize, String)>,
+    lines_rx: Receiver<(usize, String)>,
+    threads: Vec<JoinHandle<()>>,
+    log: File,
+    procs: Vec<Proc>,
+    writers: [Option<usize>; WRITERS],
+    service: Option<usize>,
+    reader: Option<usize>,
+    adhoc: Option<usize>,
+    ddl: Option<usize>,
+    /// After a DDL process that may have left no table: create it if missing.
+    need_ensure: bool,
+    /// The run is over: kills from now on are how it stops, not faults.
+    stopping: bool,
+    /// The incarnation of `t` the last DDL process saw: `Some(None)` no
+    /// table, `None` not known.
+    known_incarnation: Option<Option<i64>>,
+    /// Short-lived processes that did not finish after the run.
+    hung: Vec<String>,
+    /// DROPs that began without an OK yet: process, step, the incarnation before.
+    pending_drops: Vec<(usize, usize, Option<Option<i64>>)>,
+    next_instance: i64,
+    /// DROP + CREATE and ADD COLUMN processes started.
+    recreates: u64,
+    alters: u64,
+    next_column: usize,
+    stmts: Vec<Stmt>,
+    /// The statement of each id a writer tried.
+    owner: HashMap<i64, usize>,
+    readers: Vec<ReaderRun>,
+    counters: Counters,
+}
+
+impl Drop for Run {
+    fn drop(&mut self) {
+        for proc in &mut self.procs {
+            if let Some(child) = proc.child.as_mut() {
+                let _ = child.kill();
+                let _ = child.wait();
+            }
+        }
+        if std::thread::panicking() {
+            if let Some(dir) = self.dir.take() {
+                eprintln!("history: kept {}", dir.keep().display());
+            }
+        }
+    }
+}
+
+impl Run {
+    fn new(seed: u64, secs: u64, faults: Faults) -> Self {
+        let dir = tempfile::Builder::new()
+            .prefix("lakestream-history-")
+            .tempdir()
+            .expect("temporary directory");
+        let root = dir.path().to_path_buf();
+        std::fs::create_dir_all(root.join("warehouse")).expect("warehouse");
+        std::fs::create_dir_all(root.join("logs")).expect("logs");
+        let log = File::create(root.join("history.log")).expect("history.log");
+        let (lines_tx, lines_rx) = channel();
+        Self {
+            seed,
+            ticks: secs * (1000 / TICK.as_millis() as u64),
+            faults,
+            dir: Some(dir),
+            root,
+            rng: Rng(seed),
+            t0: now_us(),
+            lines_tx,
+            lines_rx,
+            threads: Vec::new(),
+            log,
+            procs: Vec::new(),
+            writers: [None; WRITERS],
+            service: None,
+            reader: None,
+            adhoc: None,
+            ddl: None,
+            need_ensure: false,
+            stopping: false,
+            known_incarnation: None,
+            pending_drops: Vec::new(),
+            hung: Vec::new(),
+            next_instance: 1,
+            recreates: 0,
+            alters: 0,
+            next_column: 1,
+            stmts: Vec::new(),
+            owner: HashMap::new(),
+            readers: Vec::new(),
+            counters: Counters::default(),
+        }
+    }
+
+    fn warehouse(&self) -> PathBuf {
+        self.root.join("warehouse")
+    }
+
+    fn store(&self) -> PathBuf {
+        self.root.join("store")
+    }
+
+    /// Seconds since the run began, for messages.
+    fn at(&self, us: i64) -> String {
+        format!("{:.3}s", (us - self.t0) as f64 / 1e6)
+    }
+
+    fn running(&self, key: Option<usize>) -> bool {
+        key.is_some_and(|k| self.procs[k].child.is_some())
+    }
+
+    fn spawn(&mut self, kind: Kind, mut command: Command) -> usize {
+        let key = self.procs.len();
+        let stderr = File::create(
+            self.root
+                .join("logs")
+                .join(format!("{key:04}-{}.stderr", kind.name())),
+        )
+        .expect("stderr file");
+        command.stderr(stderr).stdout(Stdio::piped());
+        let mut child = command.spawn().expect("spawn child");
+        let stdout = child.stdout.take().expect("piped stdout");
+        self.threads
+            .push(forward_lines(stdout, key, self.lines_tx.clone()));
+        *self.counters.spawned.entry(kind.name()).or_default() += 1;
+        self.procs.push(Proc {
+            kind,
+            child: Some(child),
+            died: None,
+            killed: false,
+            started: now_us(),
+            steps: Vec::new(),
+            killable: true,
+            reader: None,
+        });
+        key
+    }
+
+    fn child(&self, role: &str, tier_interval: &str) -> Command {
+        let mut command = child_command(CHILD_TEST);
+        command
+            .env(ROLE_ENV, role)
+            .env("HISTORY_WAREHOUSE", self.warehouse())
+            .env("HISTORY_STORE", self.store())
+            .env("HISTORY_TIER_INTERVAL", tier_interval);
+        command
+    }
+
+    fn spawn_writer(&mut self, slot: usize) {
+        let instance = self.next_instance;
+        self.next_instance += 1;
+        let writer_seed = self.seed ^ (instance as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        // Half the writers also tier in the background, as long-lived writers do.
+        let tier_interval = if !self.faults.tier || writer_seed.is_multiple_of(2) {
+            "off"
+        } else {
+            "2s"
+        };
+        let mut command = self.child("writer", tier_interval);
+        command
+            .env("HISTORY_FIRST_ID", (instance * ID_BLOCK).to_string())
+            .env("HISTORY_SEED", writer_seed.to_string());
+        let key = self.spawn(Kind::Writer { instance }, command);
+        self.writers[slot] = Some(key);
+    }
+
+    fn spawn_service(&mut self) {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_lakestream-cli"));
+        command
+            .arg("tier")
+            .arg("--warehouse")
+            .arg(self.warehouse())
+            .arg("--option")
+            .arg(format!("local.path={}", self.store().display()))
+            .arg("--option")
+            .arg("local.tier-interval=off")
+            .args(["--table", "default.t", "--interval", "1s"])
+            .stdin(Stdio::null());
+        self.service = Some(self.spawn(Kind::Service, command));
+    }
+
+    fn spawn_reader(&mut self) {
+        let command = self.child("reader", "off");
+        let key = self.spawn(Kind::Reader, command);
+        self.readers.push(ReaderRun::default());
+        self.procs[key].reader = Some(self.readers.len() - 1);
+        self.reader = Some(key);
+    }
+
+    fn spawn_adhoc(&mut self) {
+        let command = self.child("tier", "off");
+        self.adhoc = Some(self.spawn(Kind::Adhoc, command));
+    }
+
+    fn spawn_ddl(&mut self, ops: &[DdlOp], killable: bool) -> usize {
+        let column = self.next_column;
+        if ops.contains(&DdlOp::Alter) {
+            self.next_column += 1;
+        }
+        let sql: Vec<String> = ops.iter().map(|op| op.sql(column)).collect();
+        let mut command = self.child("ddl", "off");
+        command.env("HISTORY_SQL", sql.join(";\n"));
+        let key = self.spawn(Kind::Ddl, command);
+        self.procs[key].killable = killable;
+        self.procs[key].steps = ops
+            .iter()
+            .map(|op| DdlStep {
+                op: *op,
+                begin: None,
+                end: None,
+                result: None,
+                happened: None,
+            })
+            .collect();
+        key
+    }
+
+    fn kill(&mut self, key: usize) {
+        let proc = &mut self.procs[key];
+        if let Some(mut child) = proc.child.take() {
+            // SIGKILL: no destructor, no flush, no goodbye.
+            let _ = child.kill();
+            let _ = child.wait();
+            proc.died = Some(now_us());
+            proc.killed = true;
+            if !self.stopping {
+                *self.counters.kills.entry(proc.kind.name()).or_default() += 1;
+            }
+        }
+    }
+
+    /// Notes children that exited on their own.
+    fn reap(&mut self) {
+        for proc in &mut self.procs {
+            if let Some(child) = proc.child.as_mut() {
+                if let Ok(Some(_)) = child.try_wait() {
+                    proc.child = None;
+                    proc.died = Some(now_us());
+                }
+            }
+        }
+    }
+
+    /// Takes in the children's lines until `deadline`.
+    fn pump_until(&mut self, deadline: Instant) {
+        loop {
+            let now = Instant::now();
+            if now >= deadline {
+                break;
+            }
+            match self.lines_rx.recv_timeout(deadline - now) {
+                Ok((key, line)) => self.line(key, &line),
+                Err(RecvTimeoutError::Timeout) => break,
+                Err(RecvTimeoutError::Disconnected) => break,
+            }
+        }
+    }
+
+    fn line(&mut self, key: usize, line: &str) {
+        let kind = self.procs[key].kind;
+        let _ = writeln!(self.log, "{key} {} {line}", kind.name());
+        if kind == Kind::Service {
+            // `tiered <n> rows of default.t`
+            if let Some(rest) = line.strip_prefix("tiered ") {
+                let rows: u64 = rest
+                    .split_whitespace()
+                    .next()
+                    .and_then(|n| n.parse().ok())
+                    .unwrap_or(0);
+                self.counters.service_rounds += 1;
+                self.counters.service_rows += rows;
+            }
+            return;
+        }
+        let Some((_, rest)) = line.split_once("@@ ") else {
+            return;
+        };
+        // A line cut off by a kill has no end marker: it is not taken.
+        let Some(body) = rest.strip_suffix(" ;;") else {
+            return;
+        };
+        let (word, fields) = body.split_once(' ').unwrap_or((body, ""));
+        if word == "FATAL" {
+            self.counters
+                .fatal
+                .push(format!("{} {key}: {fields}", kind.name()));
+            return;
+        }
+        match kind {
+            Kind::Writer { instance } => self.writer_line(instance, word, fields),
+            Kind::Reader => self.reader_line(key, word, fields),
+            Kind::Adhoc => {
+                let mut parts = fields.splitn(3, ' ');
+                let _start = parts.next();
+                let _end = parts.next();
+                let rest = parts.next().unwrap_or("");
+                match word {
+                    "TIERED" => {
+                        self.counters.adhoc_ok += 1;
+                        self.counters.adhoc_rows += rest.parse::<i64>().unwrap_or(0);
+                    }
+                    _ => self.counters.adhoc_errors.push(rest.to_string()),
+                }
+            }
+            Kind::Ddl => self.ddl_line(key, word, fields),
+            Kind::Service => {}
+        }
+    }
+
+    fn writer_line(&mut self, instance: i64, word: &str, fields: &str) {
+        let mut parts = fields.splitn(4, ' ');
+        match word {
+            "TRY" => {
+                let start: i64 = parts.next().expect("start").parse().expect("start");
+                let ids = parse_ids(parts.next().unwrap_or(""));
+                let index = self.stmts.len();
+                for id in &ids {
+                    assert!(
+                        self.owner.insert(*id, index).is_none(),
+                        "id {id} was tried twice (a bug in the checker)"
+                    );
+                }
+                self.stmts.push(Stmt {
+                    writer: instance,
+                    ids,
+                    start,
+                    end: None,
+                    outcome: Outcome::InFlight,
+                });
+            }
+            "ACK" | "ERR" => {
+                let _start = parts.next();
+                let end: i64 = parts.next().expect("end").parse().expect("end");
+                let ids = parse_ids(parts.next().unwrap_or(""));
+                let message = parts.next().unwrap_or("").to_string();
+                let Some(&index) = ids.first().and_then(|id| self.owner.get(id)) else {
+                    return;
+                };
+                let stmt = &mut self.stmts[index];
+                stmt.end = Some(end);
+                stmt.outcome = if word == "ACK" {
+                    Outcome::Acked
+                } else {
+                    Outcome::Failed {
+                        unknown: says_outcome_unknown(&message),
+                        message,
+                    }
+                };
+            }
+            _ => {}
+        }
+    }
+
+    fn reader_line(&mut self, key: usize, word: &str, fields: &str) {
+        let Some(index) = self.procs[key].reader else {
+            return;
+        };
+        let (time, rest) = fields.split_once(' ').unwrap_or((fields, ""));
+        let Ok(time) = time.parse::<i64>() else {
+            return;
+        };
+        let run = &mut self.readers[index];
+        match word {
+            "START" => run.start = Some(time),
+            "PLANNED" => run.planned = Some(time),
+            "SEEN" => {
+                run.seen.extend(parse_ids(rest));
+                run.last_seen = Some(time);
+            }
+            "END" => run.end = Some((time, ReaderEnd::Ended)),
+            "ERR" => run.end = Some((time, ReaderEnd::Error(rest.to_string()))),
+            _ => {}
+        }
+    }
+
+    fn ddl_line(&mut self, key: usize, word: &str, fields: &str) {
+        if word == "INCARNATION" {
+            self.incarnation(fields);
+            return;
+        }
+        let mut parts = fields.splitn(3, ' ');
+        let (Some(time), Some(step)) = (parts.next(), parts.next()) else {
+            return;
+        };
+        let (Ok(time), Ok(step)) = (time.parse::<i64>(), step.parse::<usize>()) else {
+            return;
+        };
+        let message = parts.next().unwrap_or("").to_string();
+        let Some(entry) = self.procs[key].steps.get_mut(step) else {
+            return;
+        };
+        let op = entry.op;
+        match word {
+            "BEGIN" => {
+                entry.begin = Some(time);
+                if op == DdlOp::Drop {
+                    self.pending_drops.push((key, step, self.known_incarnation));
+                }
+            }
+            "OK" => {
+                entry.end = Some(time);
+                entry.result = Some(Ok(()));
+                if op == DdlOp::Drop {
+                    self.pending_drops.retain(|p| (p.0, p.1) != (key, step));
+                }
+            }
+            "ERR" => {
+                entry.end = Some(time);
+                entry.result = Some(Err(message));
+            }
+            _ => {}
+        }
+    }
+
+    /// A DDL process saw this incarnation (`none`, a time, or `error ...`):
+    /// a DROP that did not answer OK happened if the incarnation changed.
+    fn incarnation(&mut self, fields: &str) {
+        let seen = match fields {
+            "none" => Some(None),
+            text => text.parse::<i64>().ok().map(Some),
+        };
+        let Some(seen) = seen else {
+            // Unknown: DROPs waiting for an answer keep waiting.
+            self.known_incarnation = None;
+            return;
+        };
+        for (key, step, before) in std::mem::take(&mut self.pending_drops) {
+            match before {
+                Some(before) => self.procs[key].steps[step].happened = Some(before != seen),
+                None => self.pending_drops.push((key, step, before)),
+            }
+        }
+        self.known_incarnation = Some(seen);
+    }
+
+    /// Runs DDL in a child to its end (not killed), taking in its lines.
+    fn ddl_to_end(&mut self, ops: &[DdlOp]) -> usize {
+        let key = self.spawn_ddl(ops, false);
+        let started = Instant::now();
+        while self.procs[key].child.is_some() {
+            self.pump_until(Instant::now() + TICK);
+            self.reap();
+            assert!(
+                started.elapsed() < Duration::from_secs(120),
+                "DDL {ops:?} took more than 2 minutes; see {}",
+                self.root.display()
+            );
+        }
+        // Its last lines.
+        self.pump_until(Instant::now() + Duration::from_millis(300));
+        key
+    }
+
+    /// Whether a DDL process may have left the table missing.
+    fn may_lack_table(&self, key: usize) -> bool {
+        let proc = &self.procs[key];
+        proc.killed
+            || proc.steps.iter().any(|s| s.op == DdlOp::Drop)
+                && !proc
+                    .steps
+                    .iter()
+                    .any(|s| s.op == DdlOp::Create && s.result == Some(Ok(())))
+    }
+
+    fn go(&mut self) -> Report {
+        println!(
+            "history seed: {} ({} s, faults: {:?}; replay with LAKESTREAM_HISTORY_SEED={})",
+            self.seed,
+            self.ticks / 10,
+            self.faults,
+            self.seed
+        );
+        let first = self.ddl_to_end(&[DdlOp::Create]);
+        let created = self.procs[first].steps[0].result.clone();
+        assert_eq!(
+            created,
+            Some(Ok(())),
+            "creating the table failed; see {}",
+            self.root.display()
+        );
+
+        for slot in 0..WRITERS {
+            self.spawn_writer(slot);
+        }
+        if self.faults.tier {
+            self.spawn_service();
+        }
+        self.spawn_reader();
+
+        let ddl_until = self.ticks * 85 / 100;
+        let start = Instant::now();
+        for tick in 0..self.ticks {
+            self.pump_until(start + TICK * (tick as u32 + 1));
+            self.reap();
+            // The same draws every tick, whatever the processes did: a seed
+            // replays the same plan.
+            let r: Vec<f64> = (0..10).map(|_| self.rng.unit()).collect();
+            self.act(tick, ddl_until, &r);
+        }
+        self.finish()
+    }
+
+    fn act(&mut self, tick: u64, ddl_until: u64, r: &[f64]) {
+        let now = now_us();
+        let dead_for = |run: &Run, key: Option<usize>| {
+            key.map_or(i64::MAX, |k| run.procs[k].died.map_or(0, |died| now - died))
+        };
+        // Replace dead writers and a dead service (after a pause, so a
+        // process that fails at once does not spin).
+        for slot in 0..WRITERS {
+            if !self.running(self.writers[slot]) && dead_for(self, self.writers[slot]) > 300_000 {
+                self.spawn_writer(slot);
+            }
+        }
+        if self.faults.tier
+            && !self.running(self.service)
+            && dead_for(self, self.service) > 1_000_000
+        {
+            self.spawn_service();
+        }
+        if self.faults.kill {
+            if r[0] < 1.0 / 80.0 {
+                let slot = (r[1] * WRITERS as f64) as usize;
+                if let Some(key) = self.writers[slot] {
+                    self.kill(key);
+                }
+            }
+            if r[2] < 1.0 / 150.0 {
+                if let Some(key) = self.service {
+                    self.kill(key);
+                }
+            }
+        }
+        // One streaming reader at a time: stopped (killed) now and then,
+        // started again a little later.
+        if self.running(self.reader) {
+            if r[3] < 1.0 / 150.0 {
+                self.kill(self.reader.expect("reader"));
+            }
+        } else if r[8] < 1.0 / 20.0 {
+            self.spawn_reader();
+        }
+        if self.faults.tier && !self.running(self.adhoc) && r[4] < 1.0 / 50.0 {
+            self.spawn_adhoc();
+        }
+        if !self.running(self.ddl) {
+            if let Some(key) = self.ddl {
+                if self.may_lack_table(key) {
+                    self.need_ensure = true;
+                }
+                self.ddl = None;
+            }
+            if self.need_ensure {
+                self.need_ensure = false;
+                self.ddl = Some(self.spawn_ddl(&[DdlOp::Ensure], false));
+            } else if self.faults.ddl
+                && tick < ddl_until
+                && (r[5] < 1.0 / 200.0 || self.recreates == 0 && tick >= self.ticks / 2)
+            {
+                // About one every 20 s, and at least one by half time.
+                self.recreates += 1;
+                self.ddl = Some(self.spawn_ddl(&[DdlOp::Drop, DdlOp::Create], true));
+            } else if self.faults.alter
+                && (r[6] < 1.0 / 150.0 || self.alters == 0 && tick >= self.ticks * 4 / 10)
+            {
+                self.alters += 1;
+                self.ddl = Some(self.spawn_ddl(&[DdlOp::Alter], true));
+            }
+        }
+        if self.faults.kill && r[7] < 0.01 {
+            let mut victims: Vec<usize> = Vec::new();
+            if let Some(key) = self.ddl.filter(|k| self.procs[*k].killable) {
+                victims.push(key);
+            }
+            victims.extend(self.adhoc);
+            victims.retain(|k| self.procs[*k].child.is_some());
+            if !victims.is_empty() {
+                let key = victims[(r[9] * victims.len() as f64) as usize % victims.len()];
+                self.kill(key);
+            }
+        }
+    }
+
+    /// Stops everything, then reads and tiers from a fresh process.
+    fn finish(&mut self) -> Report {
+        self.stopping = true;
+        // Writers first: what they acknowledged until now is the history.
+        for slot in 0..WRITERS {
+            if let Some(key) = self.writers[slot] {
+                self.kill(key);
+            }
+        }
+        // Short-lived processes finish what they do.
+        let waited = Instant::now();
+        while self.running(self.ddl) || self.running(self.adhoc) {
+            self.pump_until(Instant::now() + TICK);
+            self.reap();
+            if waited.elapsed() > Duration::from_secs(60) {
+                for key in [self.ddl, self.adhoc].into_iter().flatten() {
+                    if self.procs[key].child.is_some() {
+                        let started = self.procs[key].started;
+                        self.hung.push(format!(
+                            "a {} process started at {}",
+                            self.procs[key].kind.name(),
+                            self.at(started)
+                        ));
+                        self.kill(key);
+                    }
+                }
+            }
+        }
+        if let Some(key) = self.ddl.take() {
+            if self.may_lack_table(key) {
+                self.need_ensure = true;
+            }
+        }
+        if self.need_ensure {
+            self.ddl_to_end(&[DdlOp::Ensure]);
+        }
+        // The reader gets time to show the last rows, then stops.
+        if self.running(self.reader) {
+            self.pump_until(
+                Instant::now() + Duration::from_micros(READER_GRACE_US as u64 + 1_000_000),
+            );
+            self.reap();
+            if let Some(key) = self.reader {
+                self.kill(key);
+            }
+        }
+        if let Some(key) = self.service {
+            self.kill(key);
+        }
+        for proc in &mut self.procs {
+            if let Some(mut child) = proc.child.take() {
+                let _ = child.kill();
+                let _ = child.wait();
+                proc.died = Some(now_us());
+                proc.killed = true;
+            }
+        }
+        // Every child is gone: their output ends, and every line is in.
+        for thread in self.threads.drain(..) {
+            let _ = thread.join();
+        }
+        while let Ok((key, line)) = self.lines_rx.try_recv() {
+            self.line(key, &line);
+        }
+        let _ = self.log.flush();
+        self.settle();
+
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .expect("runtime");
+        let (warehouse, store) = (self.warehouse(), self.store());
+        let finals = runtime.block_on(async move {
+            let fresh = || async {
+                let mut ctx = LakeStreamContext::new();
+                ctx.register_catalog("paimon", local_store_options(&warehouse, &store, "off"))
+                    .await
+                    .expect("catalog");
+                ctx
+            };
+            let ctx = fresh().await;
+            let rt_before = try_ids(&ctx, "SELECT id FROM t$rt").await;
+            let tier = run(&ctx, TIER).await;
+            let ctx = fresh().await;
+            let t_after = try_ids(&ctx, "SELECT id FROM t").await;
+            let rt_after = try_ids(&ctx, "SELECT id FROM t$rt").await;
+            Finals {
+                rt_before,
+                tier,
+                t_after,
+                rt_after,
+            }
+        });
+        self.check(&finals)
+    }
+
+    /// Gives each statement and reader its end, from the processes' deaths.
+    fn settle(&mut self) {
+        let died: HashMap<i64, i64> = self
+            .procs
+            .iter()
+            .filter_map(|p| match p.kind {
+                Kind::Writer { instance } => Some((instance, p.died.unwrap_or_else(now_us))),
+                _ => None,
+            })
+            .collect();
+        for stmt in &mut self.stmts {
+            if stmt.end.is_none() {
+                stmt.end = Some(died.get(&stmt.writer).copied().unwrap_or_else(now_us));
+            }
+        }
+        for proc in &self.procs {
+            if let Some(index) = proc.reader {
+                let run = &mut self.readers[index];
+                if run.end.is_none() {
+                    let died = proc.died.unwrap_or_else(now_us);
+                    run.end = Some((died, ReaderEnd::Killed));
+                }
+            }
+        }
+    }
+
+    /// Every DROP that began, with its end (or its process's death).
+    fn drops(&self) -> Vec<DropRec> {
+        let mut drops = Vec::new();
+        for proc in &self.procs {
+            for step in &proc.steps {
+                if step.op != DdlOp::Drop {
+                    continue;
+                }
+                let Some(start) = step.begin else { continue };
+                if step.happened == Some(false) {
+                    continue;
+                }
+                drops.push(DropRec {
+                    start,
+                    end: step.end.or(proc.died).unwrap_or_else(now_us),
+                    done: step.result == Some(Ok(())) || step.happened == Some(true),
+                });
+            }
+        }
+        drops.sort_by_key(|d| d.start);
+        drops
+    }
+
+    fn classify(stmt: &Stmt, drops: &[DropRec]) -> Class {
+        let end = stmt.end.expect("settled");
+        if drops.iter().any(|d| d.done && d.start > end) {
+            return Class::Dropped;
+        }
+        let later = drops.iter().any(|d| d.start > end);
+        let overlapping = drops.iter().any(|d| d.start <= end && d.end >= stmt.start);
+        match &stmt.outcome {
+            Outcome::Failed { unknown: false, .. } => Class::Failed,
+            Outcome::Acked if !later && !overlapping => Class::Current,
+            _ => Class::Maybe,
+        }
+    }
+
+    fn describe(&self, id: i64) -> String {
+        let Some(&index) = self.owner.get(&id) else {
+            return format!("id {id} (never written)");
+        };
+        let stmt = &self.stmts[index];
+        let end = stmt.end.map(|e| self.at(e)).unwrap_or_default();
+        let how = match &stmt.outcome {
+            Outcome::Acked => format!("acked {}–{end}", self.at(stmt.start)),
+            Outcome::Failed { message, .. } => {
+                let short: String = message.chars().take(160).collect();
+                format!("failed {}–{end}: {short}", self.at(stmt.start))
+            }
+            Outcome::InFlight => format!(
+                "in flight from {} until killed at {end}",
+                self.at(stmt.start)
+            ),
+        };
+        format!(
+            "id {id} (writer #{}, a statement of {} rows, {how})",
+            stmt.writer,
+            stmt.ids.len()
+        )
+    }
+
+    fn check(&self, finals: &Finals) -> Report {
+        let drops = self.drops();
+        let classes: Vec<Class> = self
+            .stmts
+            .iter()
+            .map(|s| Self::classify(s, &drops))
+            .collect();
+        let mut failures = Failures::default();
+
+        // The final reads.
+        let reads: [(&str, &Result<Vec<i64>, String>); 3] = [
+            ("t$rt before the final tiering", &finals.rt_before),
+            ("t after the final tiering", &finals.t_after),
+            ("t$rt after the final tiering", &finals.rt_after),
+        ];
+        if let Err(e) = &finals.tier {
+            failures.add("the final tiering failed", one_line(e));
+        }
+        let mut missing_by_writer: BTreeMap<&str, BTreeMap<i64, usize>> = BTreeMap::new();
+        for (name, read) in reads {
+            let ids = match read {
+                Ok(ids) => ids,
+                Err(e) => {
+                    failures.add(&format!("reading {name} failed"), one_line(e));
+                    continue;
+                }
+            };
+            let mut counts: HashMap<i64, usize> = HashMap::new();
+            for id in ids {
+                *counts.entry(*id).or_default() += 1;
+            }
+            for (id, n) in &counts {
+                if !self.owner.contains_key(id) {
+                    failures.add(
+                        &format!("(d) {name}: rows never written"),
+                        format!("id {id} ({n} times)"),
+                    );
+                }
+            }
+            for (stmt, class) in self.stmts.iter().zip(&classes) {
+                let present: Vec<i64> = stmt
+                    .ids
+                    .iter()
+                    .copied()
+                    .filter(|id| counts.contains_key(id))
+                    .collect();
+                if !present.is_empty() && present.len() != stmt.ids.len() {
+                    failures.add(
+                        &format!("(d) {name}: statements partly visible"),
+                        format!(
+                            "{} rows of {} of: {}",
+                            present.len(),
+                            stmt.ids.len(),
+                            self.describe(stmt.ids[0])
+                        ),
+                    );
+                }
+                for id in &stmt.ids {
+                    let n = counts.get(id).copied().unwrap_or(0);
+                    let wrong = match class {
+                        Class::Current => n != 1,
+                        Class::Maybe => n > 1,
+                        Class::Dropped | Class::Failed => n > 0,
+                    };
+                    if !wrong {
+                        continue;
+                    }
+                    let what = match (class, n) {
+                        (Class::Current, 0) => "(a) acknowledged rows missing",
+                        (Class::Dropped, _) => "(b) rows of a dropped incarnation present",
+                        (Class::Failed, _) => {
+                            "(d) rows of statements that failed (without saying the outcome is unknown) present"
+                        }
+                        _ => "(a) rows present more than once",
+                    };
+                    failures.add(
+                        &format!("{what} in {name}"),
+                        format!("{} ×{n}", self.describe(*id)),
+                    );
+                    if class == &Class::Current && n == 0 {
+                        *missing_by_writer
+                            .entry(name)
+                            .or_default()
+                            .entry(stmt.writer)
+                            .or_default() += 1;
+                    }
+                }
+            }
+        }
+        for (name, by_writer) in &missing_by_writer {
+            let list: Vec<String> = by_writer
+                .iter()
+                .map(|(writer, n)| format!("writer #{writer}: {n}"))
+                .collect();
+            failures.note(
+                &format!("(a) acknowledged rows missing in {name}"),
+                format!("missing rows by writer: {}", list.join(", ")),
+            );
+        }
+        if let (Ok(t), Ok(rt)) = (&finals.t_after, &finals.rt_after) {
+            let t: HashSet<i64> = t.iter().copied().collect();
+            let rt: HashSet<i64> = rt.iter().copied().collect();
+            for id in t.symmetric_difference(&rt) {
+                failures.add(
+                    "after the final tiering, t and t$rt differ",
+                    format!(
+                        "{} in {}",
+                        self.describe(*id),
+                        if t.contains(id) {
+                            "t only"
+                        } else {
+                            "t$rt only"
+                        }
+                    ),
+                );
+            }
+        }
+
+        for hung in &self.hung {
+            failures.add(
+                "(e) short-lived processes still running 60 s after the run (killed)",
+                hung.clone(),
+            );
+        }
+        // Progress: the table keeps taking writes (between a DROP and its
+        // CREATE, writes fail for a moment, not for seconds).
+        let mut by_start: Vec<&Stmt> = self.stmts.iter().collect();
+        by_start.sort_by_key(|s| s.start);
+        let mut failing: Option<(i64, usize, String)> = None;
+        let stuck = |from: i64, to: i64, n: usize, message: &str, failures: &mut Failures| {
+            if to - from > STUCK_US {
+                let short: String = message.chars().take(200).collect();
+                failures.add(
+                    "(e) every write failed for more than 10 s in a row",
+                    format!(
+                        "{}–{}: {n} statements failed, the last with: {short}",
+                        self.at(from),
+                        self.at(to)
+                    ),
+                );
+            }
+        };
+        for stmt in &by_start {
+            match &stmt.outcome {
+                Outcome::Acked => {
+                    if let Some((from, n, message)) = failing.take() {
+                        stuck(from, stmt.start, n, &message, &mut failures);
+                    }
+                }
+                Outcome::Failed { message, .. } => {
+                    let entry = failing.get_or_insert((stmt.start, 0, String::new()));
+                    entry.1 += 1;
+                    entry.2 = message.clone();
+                }
+                Outcome::InFlight => {}
+            }
+        }
+        if let (Some((from, n, message)), Some(last)) = (failing, by_start.last()) {
+            stuck(from, last.start, n, &message, &mut failures);
+        }
+
+        // The streaming readers.
+        let mut readers_checked = 0;
+        let mut reader_errors = Vec::new();
+        for (index, run) in self.readers.iter().enumerate() {
+            self.check_reader(
+                index,
+                run,
+                &drops,
+                &classes,
+                &mut failures,
+                &mut readers_checked,
+                &mut reader_errors,
+            );
+        }
+
+        Report {
+            summary: self.summary(&drops, &classes, finals, readers_checked, &reader_errors),
+            failures,
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn check_reader(
+        &self,
+        index: usize,
+        run: &ReaderRun,
+        drops: &[DropRec],
+        classes: &[Class],
+        failures: &mut Failures,
+        checked: &mut usize,
+        errors: &mut Vec<String>,
+    ) {
+        let name = format!("streaming reader {index}");
+        let (end, how) = run.end.clone().expect("settled");
+        let mut counts: HashMap<i64, usize> = HashMap::new();
+        for id in &run.seen {
+            *counts.entry(*id).or_default() += 1;
+        }
+        for (id, n) in &counts {
+            match self.owner.get(id) {
+                None => failures.add(
+                    "(d) streaming readers saw rows never written",
+                    format!("{name}: id {id}"),
+                ),
+                Some(&s) => {
+                    if *n > 1 {
+                        failures.add(
+                            "(c) streaming readers saw a row more than once",
+                            format!("{name}: {} ×{n}", self.describe(*id)),
+                        );
+                    }
+                    if classes[s] == Class::Failed {
+                        failures.add(
+                            "(d) streaming readers saw rows of statements that failed (without saying the outcome is unknown)",
+                            format!("{name}: {}", self.describe(*id)),
+                        );
+                    }
+                }
+            }
+        }
+        let Some(start) = run.start else {
+            return;
+        };
+        // Rows of an incarnation dropped before the read started.
+        for drop in drops.iter().filter(|d| d.done && d.end < start) {
+            for (id, _) in counts.iter() {
+                let Some(&s) = self.owner.get(id) else {
+                    continue;
+                };
+                if self.stmts[s].end.expect("settled") < drop.start {
+                    failures.add(
+                        "(b) streaming readers saw rows of a table dropped before they started",
+                        format!(
+                            "{name} (started {}, drop {}–{}): {}",
+                            self.at(start),
+                            self.at(drop.start),
+                            self.at(drop.end),
+                            self.describe(*id)
+                        ),
+                    );
+                }
+            }
+        }
+        if let ReaderEnd::Error(message) = &how {
+            errors.push(format!("{name} at {}: {message}", self.at(end)));
+            return;
+        }
+        let Some(planned) = run.planned else {
+            return;
+        };
+        // Its incarnation: it must have started and planned between drops.
+        if drops.iter().any(|d| d.start <= planned && d.end >= start) {
+            return;
+        }
+        let after = drops
+            .iter()
+            .filter(|d| d.end < start)
+            .map(|d| d.end)
+            .max()
+            .unwrap_or(i64::MIN);
+        let next_drop = drops
+            .iter()
+            .filter(|d| d.start > planned)
+            .map(|d| d.start)
+            .min();
+        if how == ReaderEnd::Ended && next_drop.is_none_or(|d| d > end) {
+            failures.add(
+                "(c) streaming reads that ended on their own",
+                format!("{name}: started {}, ended {}", self.at(start), self.at(end)),
+            );
+        }
+        let horizon = next_drop.unwrap_or(i64::MAX).min(end - READER_GRACE_US);
+        *checked += 1;
+        let mut required = 0;
+        let mut missed = Vec::new();
+        for stmt in &self.stmts {
+            if !matches!(stmt.outcome, Outcome::Acked) {
+                continue;
+            }
+            let stmt_end = stmt.end.expect("settled");
+            if stmt.start <= after || stmt_end >= horizon {
+                continue;
+            }
+            required += stmt.ids.len();
+            missed.extend(stmt.ids.iter().filter(|id| !counts.contains_key(id)));
+        }
+        if missed.is_empty() {
+            return;
+        }
+        let last_seen = run.last_seen.map_or("never".to_string(), |t| self.at(t));
+        let examples: Vec<String> = missed.iter().take(3).map(|id| self.describe(*id)).collect();
+        failures.add(
+            "(c) streaming readers missed acknowledged rows (one line per reader)",
+            format!(
+                "{name} (started {}, planned {}, stopped {}, last row shown at {last_seen}): \
+                 missed {} of the {required} rows it had to show, first: {}",
+                self.at(start),
+                self.at(planned),
+                self.at(end),
+                missed.len(),
+                examples.join("; ")
+            ),
+        );
+    }
+
+    fn summary(
+        &self,
+        drops: &[DropRec],
+        classes: &[Class],
+        finals: &Finals,
+        readers_checked: usize,
+        reader_errors: &[String],
+    ) -> String {
+        let mut s = String::new();
+        let count = |f: &dyn Fn(&Stmt) -> bool| self.stmts.iter().filter(|s| f(s)).count();
+        let acked = count(&|s| matches!(s.outcome, Outcome::Acked));
+        let failed = count(&|s| matches!(s.outcome, Outcome::Failed { .. }));
+        let unknown = count(&|s| matches!(s.outcome, Outcome::Failed { unknown: true, .. }));
+        let in_flight = count(&|s| matches!(s.outcome, Outcome::InFlight));
+        let rows_acked: usize = self
+            .stmts
+            .iter()
+            .filter(|s| matches!(s.outcome, Outcome::Acked))
+            .map(|s| s.ids.len())
+            .sum();
+        let by_class = |c: Class| classes.iter().filter(|x| **x == c).count();
+        let _ = writeln!(s, "history seed {} summary:", self.seed);
+        let _ = writeln!(
+            s,
+            "  writes: {} statements tried, {acked} acknowledged ({rows_acked} rows), {failed} failed ({unknown} saying the outcome is unknown), {in_flight} in flight when killed",
+            self.stmts.len()
+        );
+        let _ = writeln!(
+            s,
+            "  classes: {} current, {} maybe, {} dropped, {} failed",
+            by_class(Class::Current),
+            by_class(Class::Maybe),
+            by_class(Class::Dropped),
+            by_class(Class::Failed)
+        );
+        let mut errors: BTreeMap<String, usize> = BTreeMap::new();
+        for stmt in &self.stmts {
+            if let Outcome::Failed { message, .. } = &stmt.outcome {
+                let short: String = message.chars().take(120).collect();
+                *errors.entry(short).or_default() += 1;
+            }
+        }
+        for (message, n) in errors.iter().take(8) {
+            let _ = writeln!(s, "    write error ×{n}: {message}");
+        }
+        let _ = writeln!(s, "  processes started: {:?}", self.counters.spawned);
+        let _ = writeln!(s, "  kills: {:?}", self.counters.kills);
+        let drop_list: Vec<String> = drops
+            .iter()
+            .map(|d| {
+                format!(
+                    "{}–{}{}",
+                    self.at(d.start),
+                    self.at(d.end),
+                    if d.done {
+                        ""
+                    } else {
+                        " (not known to be done)"
+                    }
+                )
+            })
+            .collect();
+        let _ = writeln!(s, "  drops: {} [{}]", drops.len(), drop_list.join(", "));
+        let not_happened = self
+            .procs
+            .iter()
+            .flat_map(|p| p.steps.iter())
+            .filter(|st| st.op == DdlOp::Drop && st.happened == Some(false))
+            .count();
+        if not_happened > 0 {
+            let _ = writeln!(
+                s,
+                "    and {not_happened} DROPs cut short that did not drop the table (its incarnation did not change)"
+            );
+        }
+        let creates: Vec<String> = self
+            .procs
+            .iter()
+            .flat_map(|p| p.steps.iter())
+            .filter(|st| matches!(st.op, DdlOp::Create | DdlOp::Ensure))
+            .filter_map(|st| {
+                st.begin.map(|b| {
+                    format!(
+                        "{}{}",
+                        self.at(b),
+                        match &st.result {
+                            Some(Ok(())) => "",
+                            Some(Err(_)) => " (failed)",
+                            None => " (no answer)",
+                        }
+                    )
+                })
+            })
+            .collect();
+        let _ = writeln!(s, "  creates: {} [{}]", creates.len(), creates.join(", "));
+        for proc in &self.procs {
+            for step in &proc.steps {
+                if let Some(Err(e)) = &step.result {
+                    let short: String = e.chars().take(160).collect();
+                    let _ = writeln!(s, "    {:?} failed: {short}", step.op);
+                }
+            }
+        }
+        let alters = self
+            .procs
+            .iter()
+            .flat_map(|p| p.steps.iter())
+            .filter(|st| st.op == DdlOp::Alter)
+            .count();
+        let alters_ok = self
+            .procs
+            .iter()
+            .flat_map(|p| p.steps.iter())
+            .filter(|st| st.op == DdlOp::Alter && st.result == Some(Ok(())))
+            .count();
+        let _ = writeln!(s, "  add column: {alters} tried, {alters_ok} ok");
+        let _ = writeln!(
+            s,
+            "  tierings: service {} rounds with rows ({} rows); ad hoc {} ok ({} rows), {} failed; final: {}",
+            self.counters.service_rounds,
+            self.counters.service_rows,
+            self.counters.adhoc_ok,
+            self.counters.adhoc_rows,
+            self.counters.adhoc_errors.len(),
+            match &finals.tier {
+                Ok(()) => "ok".to_string(),
+                Err(e) => format!("failed: {e}"),
+            }
+        );
+        for e in self.counters.adhoc_errors.iter().take(5) {
+            let short: String = e.chars().take(160).collect();
+            let _ = writeln!(s, "    ad-hoc tiering failed: {short}");
+        }
+        let seen: usize = self.readers.iter().map(|r| r.seen.len()).sum();
+        let _ = writeln!(
+            s,
+            "  streaming readers: {} started, {readers_checked} checked for completeness, {} ended with an error, {seen} rows seen",
+            self.readers.len(),
+            reader_errors.len()
+        );
+        for e in reader_errors.iter().take(5) {
+            let short: String = e.chars().take(200).collect();
+            let _ = writeln!(s, "    {short}");
+        }
+        for f in &self.counters.fatal {
+            let _ = writeln!(s, "  a child could not start: {f}");
+        }
+        let sizes = |r: &Result<Vec<i64>, String>| match r {
+            Ok(v) => v.len().to_string(),
+            Err(_) => "error".to_string(),
+        };
+        let _ = writeln!(
+            s,
+            "  final reads: t$rt before tiering {} rows, t after {} rows, t$rt after {} rows",
+            sizes(&finals.rt_before),
+            sizes(&finals.t_after),
+            sizes(&finals.rt_after)
+        );
+        s
+    }
+}
+
+struct Finals {
+    rt_before: Result<Vec<i64>, String>,
+    tier: Result<(), String>,
+    t_after: Result<Vec<i64>, String>,
+    rt_after: Result<Vec<i64>, String>,
+}
+
+/// Failures by what went wrong, with examples.
+#[derive(Default)]
+struct Failures {
+    by_kind: BTreeMap<String, (usize, Vec<String>)>,
+    notes: BTreeMap<String, Vec<String>>,
+}
+
+impl Failures {
+    fn add(&mut self, kind: &str, example: String) {
+        let entry = self.by_kind.entry(kind.to_string()).or_default();
+        entry.0 += 1;
+        if entry.1.len() < EXAMPLES {
+            entry.1.push(example);
+        }
+    }
+
+    /// A line printed after a kind's examples.
+    fn note(&mut self, kind: &str, note: String) {
+        self.notes.entry(kind.to_string()).or_default().push(note);
+    }
+
+    fn is_empty(&self) -> bool {
+        self.by_kind.is_empty()
+    }
+
+    fn render(&self) -> String {
+        let mut s = String::new();
+        for (kind, (n, examples)) in &self.by_kind {
+            let _ = writeln!(s, "FAILED {kind}: {n}");
+            for e in examples {
+                let _ = writeln!(s, "    {e}");
+            }
+            if *n > examples.len() {
+                let _ = writeln!(s, "    ... and {} more", n - examples.len());
+            }
+            for note in self.notes.get(kind).into_iter().flatten() {
+                let _ = writeln!(s, "    {note}");
+            }
+        }
+        s
+    }
+}
+
+struct Report {
+    summary: String,
+    failures: Failures,
+}
+
+#[test]
+fn history_checker() {
+    if std::env::var(ROLE_ENV).is_ok() {
+        return;
+    }
+    let seed = match std::env::var("LAKESTREAM_HISTORY_SEED") {
+        Ok(text) => text
+            .trim()
+            .parse()
+            .expect("LAKESTREAM_HISTORY_SEED: a number"),
+        Err(_) => {
+            let nanos = SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .expect("clock")
+                .as_nanos() as u64;
+            Rng(nanos ^ u64::from(std::process::id())).next_u64() % 1_000_000_000
+        }
+    };
+    let secs: u64 = std::env::var("LAKESTREAM_HISTORY_SECS")
+        .map(|t| t.trim().parse().expect("LAKESTREAM_HISTORY_SECS: seconds"))
+        .unwrap_or(60);
+    let began = Instant::now();
+    let mut run = Run::new(seed, secs, Faults::from_env());
+    let report = run.go();
+    println!("{}", report.summary);
+    println!("  run time: {:.1} s", began.elapsed().as_secs_f64());
+    if report.failures.is_empty() {
+        return;
+    }
+    let kept = run.dir.take().map(|d| d.keep()).unwrap_or_default();
+    let failures = report.failures.render();
+    println!("{failures}");
+    let _ = std::fs::write(
+        kept.join("failures.txt"),
+        format!("{}\n{failures}", report.summary),
+    );
+    let kinds: Vec<String> = report
+        .failures
+        .by_kind
+        .iter()
+        .map(|(kind, (n, _))| format!("{kind}: {n}"))
+        .collect();
+    panic!(
+        "history seed {seed}: the history check failed: {}. Details above and in {}/failures.txt. \
+         Replay: LAKESTREAM_HISTORY_SEED={seed} LAKESTREAM_HISTORY_SECS={secs} cargo test --test it history",
+        kinds.join("; "),
+        kept.display()
+    );
+}
