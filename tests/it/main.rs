@@ -4,6 +4,7 @@ mod crash;
 mod docs;
 mod durability;
 mod embed;
+mod faults;
 #[cfg(feature = "fluss")]
 mod fluss;
 mod history;

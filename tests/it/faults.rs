@@ -1,0 +1,210 @@
+//! The `local` store's log and tiering over a fault-injecting object store:
+//! failed, slow and landed-then-failed puts, failed gets and deletes, lists
+//! that miss new objects. Each test says what the writer was told and checks
+//! that every acknowledged row is read, and tiered, exactly once.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use datafusion::arrow::array::{Array, Int64Array};
+use datafusion::arrow::compute::cast;
+use datafusion::arrow::datatypes::DataType;
+use object_store::memory::InMemory;
+use object_store::ObjectStore;
+use paimon_lakestream::store::faulty::{Fault, Faults, FaultyStore, Op, Rule};
+use paimon_lakestream::store::local::register_object_store;
+use paimon_lakestream::LakeStreamContext;
+
+use crate::support::{CatalogKind, TestWarehouse};
+
+/// A store root `faulty://<name>` over `inner`, with its own fault switches:
+/// two roots over one `inner` are two processes sharing one bucket.
+fn root(inner: &Arc<dyn ObjectStore>) -> (String, Faults) {
+    static N: AtomicU64 = AtomicU64::new(0);
+    let url = format!(
+        "faulty://root-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    );
+    let faults = Faults::seeded(1);
+    let store = FaultyStore::new(Arc::clone(inner), faults.clone());
+    register_object_store(&url, Arc::new(store)).expect("register");
+    (url, faults)
+}
+
+async fn process(
+    warehouse: &TestWarehouse,
+    url: &str,
+    extra: &[(&str, &str)],
+) -> LakeStreamContext {
+    let mut options = vec![
+        ("lakestream.store", "local"),
+        ("local.tier-interval", "off"),
+        ("local.log-retention", "1s"),
+        ("local.path", url),
+    ];
+    options.extend_from_slice(extra);
+    warehouse.context_with(&options).await
+}
+
+async fn try_run(ctx: &LakeStreamContext, sql: &str) -> Result<(), String> {
+    match ctx.sql(sql).await {
+        Ok(df) => df.collect().await.map(|_| ()).map_err(|e| e.to_string()),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+async fn run(ctx: &LakeStreamContext, sql: &str) {
+    try_run(ctx, sql)
+        .await
+        .unwrap_or_else(|e| panic!("{sql}: {e}"));
+}
+
+async fn ids(ctx: &LakeStreamContext, sql: &str) -> Vec<i64> {
+    let batches = ctx
+        .sql(sql)
+        .await
+        .unwrap_or_else(|e| panic!("{sql}: {e}"))
+        .collect()
+        .await
+        .unwrap_or_else(|e| panic!("{sql}: {e}"));
+    let mut out = Vec::new();
+    for batch in batches {
+        let column = cast(batch.column(0), &DataType::Int64).expect("cast");
+        let column = column.as_any().downcast_ref::<Int64Array>().expect("int64");
+        out.extend((0..column.len()).map(|i| column.value(i)));
+    }
+    out.sort_unstable();
+    out
+}
+
+const CREATE: &str = "CREATE TABLE t (id INT) WITH ('lakestream.enabled' = 'true')";
+
+/// An object store's failed put may have reached the server (a timeout),
+/// so the writer hears "outcome unknown"; here it did not land, and the row
+/// never shows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_put_is_an_unknown_outcome_and_shows_nothing_it_did_not_write() {
+    let warehouse = TestWarehouse::new(CatalogKind::Filesystem).await;
+    let inner: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+    let (url, faults) = root(&inner);
+    let ctx = process(&warehouse, &url, &[]).await;
+    run(&ctx, CREATE).await;
+    faults.add(
+        Rule::new(Op::Put, Fault::fail())
+            .path_contains("/log/")
+            .times(1),
+    );
+    let error = try_run(&ctx, "INSERT INTO t VALUES (1)").await.unwrap_err();
+    assert!(error.contains("outcome") && error.contains("unknown"), "{error}");
+    run(&ctx, "INSERT INTO t VALUES (2)").await;
+    assert_eq!(ids(&ctx, "SELECT id FROM t$rt").await, vec![2]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_put_that_lands_then_fails_is_an_unknown_outcome_and_counts_once() {
+    let warehouse = TestWarehouse::new(CatalogKind::Filesystem).await;
+    let inner: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+    let (url, faults) = root(&inner);
+    let ctx = process(&warehouse, &url, &[]).await;
+    run(&ctx, CREATE).await;
+    faults.add(
+        Rule::new(Op::Put, Fault::lands_then_times_out())
+            .path_contains("/log/")
+            .times(1),
+    );
+    let error = try_run(&ctx, "INSERT INTO t VALUES (1)").await.unwrap_err();
+    assert!(
+        error.contains("outcome") && error.contains("unknown"),
+        "{error}"
+    );
+    // It landed: the row is there, once, and the next write goes after it.
+    run(&ctx, "INSERT INTO t VALUES (2)").await;
+    assert_eq!(ids(&ctx, "SELECT id FROM t$rt").await, vec![1, 2]);
+    run(&ctx, "CALL sys.lakestream_tier('default.t')").await;
+    assert_eq!(ids(&ctx, "SELECT id FROM t").await, vec![1, 2]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_put_past_the_timeout_finishes_once() {
+    let warehouse = TestWarehouse::new(CatalogKind::Filesystem).await;
+    let inner: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+    let (url, faults) = root(&inner);
+    let ctx = process(&warehouse, &url, &[("lakestream.timeout", "200ms")]).await;
+    run(&ctx, CREATE).await;
+    faults.add(
+        Rule::new(Op::Put, Fault::Delay(Duration::from_millis(600)))
+            .path_contains("/log/")
+            .times(1),
+    );
+    let error = try_run(&ctx, "INSERT INTO t VALUES (1)").await.unwrap_err();
+    assert!(
+        error.contains("outcome") && error.contains("unknown"),
+        "{error}"
+    );
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    assert_eq!(ids(&ctx, "SELECT id FROM t$rt").await, vec![1]);
+}
+
+/// Another process's list misses the newest segment: its write still never
+/// overwrites or hides it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_list_that_misses_new_segments_loses_nothing() {
+    let warehouse = TestWarehouse::new(CatalogKind::Filesystem).await;
+    let inner: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+    let (url_a, _) = root(&inner);
+    let (url_b, faults_b) = root(&inner);
+    let a = process(&warehouse, &url_a, &[]).await;
+    run(&a, CREATE).await;
+    for id in 1..=3 {
+        run(&a, &format!("INSERT INTO t VALUES ({id})")).await;
+    }
+    faults_b.add(Rule::new(
+        Op::List,
+        Fault::ListMissesModifiedWithin(Duration::from_secs(60)),
+    ));
+    let b = process(&warehouse, &url_b, &[]).await;
+    run(&b, "INSERT INTO t VALUES (4)").await;
+    faults_b.clear();
+    assert_eq!(ids(&a, "SELECT id FROM t$rt").await, vec![1, 2, 3, 4]);
+    run(&b, "CALL sys.lakestream_tier('default.t')").await;
+    assert_eq!(ids(&a, "SELECT id FROM t").await, vec![1, 2, 3, 4]);
+}
+
+/// Tiering that meets failed gets, or deletes that fail after its commit,
+/// fails; the next run carries on, and every row reaches `t` once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tiering_through_failed_gets_and_deletes_commits_each_row_once() {
+    let warehouse = TestWarehouse::new(CatalogKind::Filesystem).await;
+    let inner: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+    let (url, faults) = root(&inner);
+    let ctx = process(&warehouse, &url, &[]).await;
+    run(&ctx, CREATE).await;
+    for id in 1..=3 {
+        run(&ctx, &format!("INSERT INTO t VALUES ({id})")).await;
+    }
+    let get = faults.add(
+        Rule::new(Op::Get, Fault::fail())
+            .path_contains("/log/")
+            .times(1),
+    );
+    assert!(try_run(&ctx, "CALL sys.lakestream_tier('default.t')")
+        .await
+        .is_err());
+    assert_eq!(faults.fired(get), 1);
+    assert_eq!(ids(&ctx, "SELECT id FROM t").await, Vec::<i64>::new());
+    run(&ctx, "CALL sys.lakestream_tier('default.t')").await;
+    assert_eq!(ids(&ctx, "SELECT id FROM t").await, vec![1, 2, 3]);
+    // Past the retention the next run deletes; its deletes fail.
+    run(&ctx, "INSERT INTO t VALUES (4)").await;
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let delete = faults.add(Rule::new(Op::Delete, Fault::fail()).path_contains("/log/"));
+    let _ = try_run(&ctx, "CALL sys.lakestream_tier('default.t')").await;
+    assert!(faults.fired(delete) > 0);
+    faults.clear();
+    run(&ctx, "INSERT INTO t VALUES (5)").await;
+    run(&ctx, "CALL sys.lakestream_tier('default.t')").await;
+    assert_eq!(ids(&ctx, "SELECT id FROM t").await, vec![1, 2, 3, 4, 5]);
+    assert_eq!(ids(&ctx, "SELECT id FROM t$rt").await, vec![1, 2, 3, 4, 5]);
+}
