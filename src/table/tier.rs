@@ -10,7 +10,7 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use datafusion::arrow::array::{RecordBatch, StringArray, UInt64Array};
+use datafusion::arrow::array::{ArrayRef, RecordBatch, StringArray, UInt64Array};
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::catalog::{Session, TableFunctionArgs, TableFunctionImpl};
 use datafusion::common::{ScalarValue, TableReference};
@@ -54,13 +54,7 @@ impl TableFunctionImpl for TierFunction {
         else {
             return Err(usage());
         };
-        let reference = TableReference::parse_str(name);
-        let config = args.session().config_options();
-        let (catalog, identifier) = self.state.resolve(&reference, config).ok_or_else(|| {
-            DataFusionError::Plan(format!(
-                "{TIER_FUNCTION}: '{name}' is not a table of a lake-stream catalog"
-            ))
-        })?;
+        let (catalog, identifier) = resolve(&self.state, &args, TIER_FUNCTION, name)?;
         Ok(Arc::new(TierTable {
             catalog,
             identifier,
@@ -101,13 +95,7 @@ impl TableFunctionImpl for SetAsideFunction {
             _ => None,
         }
         .ok_or_else(usage)?;
-        let reference = TableReference::parse_str(name);
-        let config = args.session().config_options();
-        let (catalog, identifier) = self.state.resolve(&reference, config).ok_or_else(|| {
-            DataFusionError::Plan(format!(
-                "{SET_ASIDE_FUNCTION}: '{name}' is not a table of a lake-stream catalog"
-            ))
-        })?;
+        let (catalog, identifier) = resolve(&self.state, &args, SET_ASIDE_FUNCTION, name)?;
         Ok(Arc::new(SetAsideTable {
             catalog,
             identifier,
@@ -162,16 +150,45 @@ impl TableProvider for SetAsideTable {
                 s.set_aside(&table, position).await
             })
             .await?;
-        let batch = RecordBatch::try_new(
-            Arc::clone(&self.schema),
+        one_row(
+            &self.schema,
             vec![Arc::new(StringArray::from(vec![result]))],
-        )?;
-        Ok(MemorySourceConfig::try_new_exec(
-            &[vec![batch]],
-            Arc::clone(&self.schema),
-            projection.cloned(),
-        )?)
+            projection,
+        )
     }
+}
+
+/// The lake-stream table a procedure's name argument names.
+fn resolve(
+    state: &PlannerState,
+    args: &TableFunctionArgs,
+    function: &str,
+    name: &str,
+) -> DFResult<(
+    Arc<crate::catalog::LakeStreamCatalog>,
+    paimon::catalog::Identifier,
+)> {
+    let reference = TableReference::parse_str(name);
+    let config = args.session().config_options();
+    state.resolve(&reference, config).ok_or_else(|| {
+        DataFusionError::Plan(format!(
+            "{function}: '{name}' is not a table of a lake-stream catalog"
+        ))
+    })
+}
+
+/// A procedure's answer: one row, as a plan.
+fn one_row(
+    schema: &SchemaRef,
+    columns: Vec<ArrayRef>,
+    projection: Option<&Vec<usize>>,
+) -> DFResult<Arc<dyn ExecutionPlan>> {
+    let batch = RecordBatch::try_new(Arc::clone(schema), columns)?;
+    Ok(MemorySourceConfig::try_new_exec(
+        &[vec![batch]],
+        Arc::clone(schema),
+        projection.cloned(),
+    )?)
 }
 
 fn report_schema() -> SchemaRef {
@@ -228,19 +245,15 @@ impl TableProvider for TierTable {
         let report = store
             .call("tier", |s| async move { s.tier(&table).await })
             .await?;
-        let batch = RecordBatch::try_new(
-            Arc::clone(&self.schema),
+        one_row(
+            &self.schema,
             vec![
                 Arc::new(StringArray::from(vec![self.identifier.full_name()])),
                 Arc::new(UInt64Array::from(vec![report.rows])),
                 Arc::new(UInt64Array::from(vec![report.commits])),
                 Arc::new(UInt64Array::from(vec![report.position])),
             ],
-        )?;
-        Ok(MemorySourceConfig::try_new_exec(
-            &[vec![batch]],
-            Arc::clone(&self.schema),
-            projection.cloned(),
-        )?)
+            projection,
+        )
     }
 }

@@ -9,13 +9,10 @@
 
 use std::path::{Path, PathBuf};
 
-use datafusion::arrow::array::{Array, Int64Array};
-use datafusion::arrow::compute::cast;
-use datafusion::arrow::datatypes::DataType;
 use datafusion::arrow::util::pretty::pretty_format_batches;
 use paimon_lakestream::LakeStreamContext;
 
-use crate::support::{CatalogKind, TestWarehouse};
+use crate::support::{run, sorted_ids, try_run, CatalogKind, TestWarehouse};
 
 struct Setup {
     warehouse: TestWarehouse,
@@ -48,41 +45,6 @@ impl Setup {
         options.extend_from_slice(extra);
         self.warehouse.context_with(&options).await
     }
-}
-
-async fn run(ctx: &LakeStreamContext, sql: &str) {
-    ctx.sql(sql)
-        .await
-        .unwrap_or_else(|e| panic!("{sql}: {e}"))
-        .collect()
-        .await
-        .unwrap_or_else(|e| panic!("{sql}: {e}"));
-}
-
-async fn try_run(ctx: &LakeStreamContext, sql: &str) -> Result<(), String> {
-    match ctx.sql(sql).await {
-        Ok(df) => df.collect().await.map(|_| ()).map_err(|e| e.to_string()),
-        Err(e) => Err(e.to_string()),
-    }
-}
-
-/// The `id`s a query returns, sorted (duplicates kept).
-async fn ids(ctx: &LakeStreamContext, sql: &str) -> Vec<i64> {
-    let batches = ctx
-        .sql(sql)
-        .await
-        .unwrap_or_else(|e| panic!("{sql}: {e}"))
-        .collect()
-        .await
-        .unwrap_or_else(|e| panic!("{sql}: {e}"));
-    let mut out = Vec::new();
-    for batch in batches {
-        let column = cast(batch.column(0), &DataType::Int64).expect("cast");
-        let column = column.as_any().downcast_ref::<Int64Array>().expect("int64");
-        out.extend((0..column.len()).map(|i| column.value(i)));
-    }
-    out.sort_unstable();
-    out
 }
 
 fn segments(dir: &Path) -> Vec<PathBuf> {
@@ -130,10 +92,10 @@ async fn a_long_lived_writer_never_writes_below_what_another_process_tiered() {
         segments(&setup.store)
     );
     run(&a, "INSERT INTO t VALUES (3)").await;
-    assert_eq!(ids(&b, "SELECT id FROM t$rt").await, vec![1, 2, 3]);
+    assert_eq!(sorted_ids(&b, "SELECT id FROM t$rt").await, vec![1, 2, 3]);
     run(&b, "CALL sys.lakestream_tier('default.t')").await;
-    assert_eq!(ids(&a, "SELECT id FROM t").await, vec![1, 2, 3]);
-    assert_eq!(ids(&a, "SELECT id FROM t$rt").await, vec![1, 2, 3]);
+    assert_eq!(sorted_ids(&a, "SELECT id FROM t").await, vec![1, 2, 3]);
+    assert_eq!(sorted_ids(&a, "SELECT id FROM t$rt").await, vec![1, 2, 3]);
 }
 
 /// Case 1 within the retention: the tiered segments are still there, so the
@@ -153,7 +115,7 @@ async fn a_long_lived_writer_after_another_tiered_within_the_retention() {
     run(&b, "CALL sys.lakestream_tier('default.t')").await;
     run(&a, "INSERT INTO t VALUES (3)").await;
     run(&b, "CALL sys.lakestream_tier('default.t')").await;
-    assert_eq!(ids(&a, "SELECT id FROM t").await, vec![1, 2, 3]);
+    assert_eq!(sorted_ids(&a, "SELECT id FROM t").await, vec![1, 2, 3]);
 }
 
 /// Case 2: another process drops the table and creates it again; a
@@ -169,7 +131,7 @@ async fn a_table_dropped_and_created_elsewhere_never_shows_its_old_rows() {
     )
     .await;
     run(&a, "INSERT INTO t VALUES (1), (2), (3)").await;
-    assert_eq!(ids(&a, "SELECT id FROM t$rt").await, vec![1, 2, 3]);
+    assert_eq!(sorted_ids(&a, "SELECT id FROM t$rt").await, vec![1, 2, 3]);
     run(&b, "DROP TABLE t").await;
     run(
         &b,
@@ -177,11 +139,11 @@ async fn a_table_dropped_and_created_elsewhere_never_shows_its_old_rows() {
     )
     .await;
     run(&b, "INSERT INTO t VALUES (100)").await;
-    assert_eq!(ids(&a, "SELECT id FROM t$rt").await, vec![100]);
+    assert_eq!(sorted_ids(&a, "SELECT id FROM t$rt").await, vec![100]);
     run(&a, "CALL sys.lakestream_tier('default.t')").await;
-    assert_eq!(ids(&a, "SELECT id FROM t").await, vec![100]);
+    assert_eq!(sorted_ids(&a, "SELECT id FROM t").await, vec![100]);
     run(&a, "INSERT INTO t VALUES (101)").await;
-    assert_eq!(ids(&b, "SELECT id FROM t$rt").await, vec![100, 101]);
+    assert_eq!(sorted_ids(&b, "SELECT id FROM t$rt").await, vec![100, 101]);
 }
 
 /// Case 2, variant: the table is dropped by a catalog that names no store
@@ -208,10 +170,10 @@ async fn a_table_dropped_where_the_store_could_not_see_it() {
         "ALTER TABLE t SET TBLPROPERTIES ('lakestream.enabled' = 'true')",
     )
     .await;
-    assert_eq!(ids(&a, "SELECT id FROM t$rt").await, vec![50]);
+    assert_eq!(sorted_ids(&a, "SELECT id FROM t$rt").await, vec![50]);
     run(&a, "INSERT INTO t VALUES (51)").await;
     run(&a, "CALL sys.lakestream_tier('default.t')").await;
-    assert_eq!(ids(&a, "SELECT id FROM t").await, vec![50, 51]);
+    assert_eq!(sorted_ids(&a, "SELECT id FROM t").await, vec![50, 51]);
 }
 
 /// Case 3: the store's directory is lost after a tiering. Writes are refused
@@ -237,9 +199,9 @@ async fn a_lost_store_directory_loses_no_later_write() {
     )
     .await;
     run(&a, "INSERT INTO t VALUES (3)").await;
-    assert_eq!(ids(&a, "SELECT id FROM t$rt").await, vec![1, 2, 3]);
+    assert_eq!(sorted_ids(&a, "SELECT id FROM t$rt").await, vec![1, 2, 3]);
     run(&a, "CALL sys.lakestream_tier('default.t')").await;
-    assert_eq!(ids(&a, "SELECT id FROM t").await, vec![1, 2, 3]);
+    assert_eq!(sorted_ids(&a, "SELECT id FROM t").await, vec![1, 2, 3]);
 
     // A catalog whose `local.path` names another directory: the same.
     let moved = setup.warehouse.path().join("moved-store");
@@ -251,7 +213,7 @@ async fn a_lost_store_directory_loses_no_later_write() {
     .await;
     run(&c, "INSERT INTO t VALUES (4)").await;
     run(&c, "CALL sys.lakestream_tier('default.t')").await;
-    assert_eq!(ids(&c, "SELECT id FROM t").await, vec![1, 2, 3, 4]);
+    assert_eq!(sorted_ids(&c, "SELECT id FROM t").await, vec![1, 2, 3, 4]);
 }
 
 /// Case 4: a segment whose header has one flipped bit is an error naming the
@@ -289,11 +251,11 @@ async fn a_damaged_segment_is_an_error_naming_it() {
             );
             assert!(error.contains("it held 1 rows"), "{what}: {error}");
         }
-        assert_eq!(ids(&b, "SELECT id FROM t").await, Vec::<i64>::new());
+        assert_eq!(sorted_ids(&b, "SELECT id FROM t").await, Vec::<i64>::new());
         assert_eq!(segments(&setup.store).len(), 3);
         std::fs::write(&files[1], &original).expect("repair segment");
     }
-    assert_eq!(ids(&a, "SELECT id FROM t$rt").await, vec![1, 2, 3]);
+    assert_eq!(sorted_ids(&a, "SELECT id FROM t$rt").await, vec![1, 2, 3]);
 
     // The operator's way out: set the damaged segment aside, losing its row.
     let mut bytes = std::fs::read(&files[1]).expect("read segment");
@@ -313,10 +275,10 @@ async fn a_damaged_segment_is_an_error_naming_it() {
         .expect("set aside");
     let said = pretty_format_batches(&batches).expect("format").to_string();
     assert!(said.contains("held 1 rows"), "{said}");
-    assert_eq!(ids(&b, "SELECT id FROM t$rt").await, vec![1, 3]);
+    assert_eq!(sorted_ids(&b, "SELECT id FROM t$rt").await, vec![1, 3]);
     run(&b, "CALL sys.lakestream_tier('default.t')").await;
-    assert_eq!(ids(&a, "SELECT id FROM t").await, vec![1, 3]);
-    assert_eq!(ids(&a, "SELECT id FROM t$rt").await, vec![1, 3]);
+    assert_eq!(sorted_ids(&a, "SELECT id FROM t").await, vec![1, 3]);
+    assert_eq!(sorted_ids(&a, "SELECT id FROM t$rt").await, vec![1, 3]);
 
     // A damaged last segment, alone after everything tiered: set aside, it
     // leaves nothing to commit, and tiering still passes it and ends.
@@ -329,8 +291,8 @@ async fn a_damaged_segment_is_an_error_naming_it() {
     run(&b, "CALL sys.lakestream_tier('default.t')").await;
     run(&b, "INSERT INTO t VALUES (5)").await;
     run(&b, "CALL sys.lakestream_tier('default.t')").await;
-    assert_eq!(ids(&a, "SELECT id FROM t").await, vec![1, 3, 5]);
-    assert_eq!(ids(&a, "SELECT id FROM t$rt").await, vec![1, 3, 5]);
+    assert_eq!(sorted_ids(&a, "SELECT id FROM t").await, vec![1, 3, 5]);
+    assert_eq!(sorted_ids(&a, "SELECT id FROM t$rt").await, vec![1, 3, 5]);
 }
 
 /// Case 5: a write that times out says its outcome is unknown, and finishes
@@ -357,7 +319,7 @@ async fn a_write_that_times_out_says_its_outcome_is_unknown() {
     // Whatever was answered, the write finishes whole: all rows or none.
     let mut count = 0;
     for _ in 0..100 {
-        count = ids(&ok, "SELECT id FROM t$rt").await.len();
+        count = sorted_ids(&ok, "SELECT id FROM t$rt").await.len();
         if count == 200_000 {
             break;
         }

@@ -7,16 +7,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use datafusion::arrow::array::{Array, Int64Array};
-use datafusion::arrow::compute::cast;
-use datafusion::arrow::datatypes::DataType;
 use object_store::memory::InMemory;
 use object_store::ObjectStore;
 use paimon_lakestream::store::faulty::{Fault, Faults, FaultyStore, Op, Rule};
 use paimon_lakestream::store::local::register_object_store;
 use paimon_lakestream::LakeStreamContext;
 
-use crate::support::{CatalogKind, TestWarehouse};
+use crate::support::{run, sorted_ids, try_run, CatalogKind, TestWarehouse};
 
 /// A store root `faulty://<name>` over `inner`, with its own fault switches:
 /// two roots over one `inner` are two processes sharing one bucket.
@@ -48,37 +45,6 @@ async fn process(
     warehouse.context_with(&options).await
 }
 
-async fn try_run(ctx: &LakeStreamContext, sql: &str) -> Result<(), String> {
-    match ctx.sql(sql).await {
-        Ok(df) => df.collect().await.map(|_| ()).map_err(|e| e.to_string()),
-        Err(e) => Err(e.to_string()),
-    }
-}
-
-async fn run(ctx: &LakeStreamContext, sql: &str) {
-    try_run(ctx, sql)
-        .await
-        .unwrap_or_else(|e| panic!("{sql}: {e}"));
-}
-
-async fn ids(ctx: &LakeStreamContext, sql: &str) -> Vec<i64> {
-    let batches = ctx
-        .sql(sql)
-        .await
-        .unwrap_or_else(|e| panic!("{sql}: {e}"))
-        .collect()
-        .await
-        .unwrap_or_else(|e| panic!("{sql}: {e}"));
-    let mut out = Vec::new();
-    for batch in batches {
-        let column = cast(batch.column(0), &DataType::Int64).expect("cast");
-        let column = column.as_any().downcast_ref::<Int64Array>().expect("int64");
-        out.extend((0..column.len()).map(|i| column.value(i)));
-    }
-    out.sort_unstable();
-    out
-}
-
 const CREATE: &str = "CREATE TABLE t (id INT) WITH ('lakestream.enabled' = 'true')";
 
 /// An object store's failed put may have reached the server (a timeout),
@@ -97,9 +63,12 @@ async fn a_failed_put_is_an_unknown_outcome_and_shows_nothing_it_did_not_write()
             .times(1),
     );
     let error = try_run(&ctx, "INSERT INTO t VALUES (1)").await.unwrap_err();
-    assert!(error.contains("outcome") && error.contains("unknown"), "{error}");
+    assert!(
+        error.contains("outcome") && error.contains("unknown"),
+        "{error}"
+    );
     run(&ctx, "INSERT INTO t VALUES (2)").await;
-    assert_eq!(ids(&ctx, "SELECT id FROM t$rt").await, vec![2]);
+    assert_eq!(sorted_ids(&ctx, "SELECT id FROM t$rt").await, vec![2]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -121,9 +90,9 @@ async fn a_put_that_lands_then_fails_is_an_unknown_outcome_and_counts_once() {
     );
     // It landed: the row is there, once, and the next write goes after it.
     run(&ctx, "INSERT INTO t VALUES (2)").await;
-    assert_eq!(ids(&ctx, "SELECT id FROM t$rt").await, vec![1, 2]);
+    assert_eq!(sorted_ids(&ctx, "SELECT id FROM t$rt").await, vec![1, 2]);
     run(&ctx, "CALL sys.lakestream_tier('default.t')").await;
-    assert_eq!(ids(&ctx, "SELECT id FROM t").await, vec![1, 2]);
+    assert_eq!(sorted_ids(&ctx, "SELECT id FROM t").await, vec![1, 2]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -144,7 +113,7 @@ async fn a_slow_put_past_the_timeout_finishes_once() {
         "{error}"
     );
     tokio::time::sleep(Duration::from_millis(800)).await;
-    assert_eq!(ids(&ctx, "SELECT id FROM t$rt").await, vec![1]);
+    assert_eq!(sorted_ids(&ctx, "SELECT id FROM t$rt").await, vec![1]);
 }
 
 /// Another process's list misses the newest segment: its write still never
@@ -167,9 +136,12 @@ async fn a_list_that_misses_new_segments_loses_nothing() {
     let b = process(&warehouse, &url_b, &[]).await;
     run(&b, "INSERT INTO t VALUES (4)").await;
     faults_b.clear();
-    assert_eq!(ids(&a, "SELECT id FROM t$rt").await, vec![1, 2, 3, 4]);
+    assert_eq!(
+        sorted_ids(&a, "SELECT id FROM t$rt").await,
+        vec![1, 2, 3, 4]
+    );
     run(&b, "CALL sys.lakestream_tier('default.t')").await;
-    assert_eq!(ids(&a, "SELECT id FROM t").await, vec![1, 2, 3, 4]);
+    assert_eq!(sorted_ids(&a, "SELECT id FROM t").await, vec![1, 2, 3, 4]);
 }
 
 /// Tiering that meets failed gets, or deletes that fail after its commit,
@@ -193,9 +165,12 @@ async fn tiering_through_failed_gets_and_deletes_commits_each_row_once() {
         .await
         .is_err());
     assert_eq!(faults.fired(get), 1);
-    assert_eq!(ids(&ctx, "SELECT id FROM t").await, Vec::<i64>::new());
+    assert_eq!(
+        sorted_ids(&ctx, "SELECT id FROM t").await,
+        Vec::<i64>::new()
+    );
     run(&ctx, "CALL sys.lakestream_tier('default.t')").await;
-    assert_eq!(ids(&ctx, "SELECT id FROM t").await, vec![1, 2, 3]);
+    assert_eq!(sorted_ids(&ctx, "SELECT id FROM t").await, vec![1, 2, 3]);
     // Past the retention the next run deletes; its deletes fail.
     run(&ctx, "INSERT INTO t VALUES (4)").await;
     tokio::time::sleep(Duration::from_millis(1100)).await;
@@ -205,6 +180,12 @@ async fn tiering_through_failed_gets_and_deletes_commits_each_row_once() {
     faults.clear();
     run(&ctx, "INSERT INTO t VALUES (5)").await;
     run(&ctx, "CALL sys.lakestream_tier('default.t')").await;
-    assert_eq!(ids(&ctx, "SELECT id FROM t").await, vec![1, 2, 3, 4, 5]);
-    assert_eq!(ids(&ctx, "SELECT id FROM t$rt").await, vec![1, 2, 3, 4, 5]);
+    assert_eq!(
+        sorted_ids(&ctx, "SELECT id FROM t").await,
+        vec![1, 2, 3, 4, 5]
+    );
+    assert_eq!(
+        sorted_ids(&ctx, "SELECT id FROM t$rt").await,
+        vec![1, 2, 3, 4, 5]
+    );
 }

@@ -147,6 +147,28 @@ pub async fn ids(ctx: &LakeStreamContext, sql: &str) -> Vec<i64> {
     try_ids(ctx, sql).await.unwrap_or_else(|e| panic!("{e}"))
 }
 
+/// Like [`ids`], sorted.
+pub async fn sorted_ids(ctx: &LakeStreamContext, sql: &str) -> Vec<i64> {
+    let mut out = ids(ctx, sql).await;
+    out.sort_unstable();
+    out
+}
+
+/// Runs a statement to its end; its error as text.
+pub async fn try_run(ctx: &LakeStreamContext, sql: &str) -> Result<(), String> {
+    match ctx.sql(sql).await {
+        Ok(df) => df.collect().await.map(|_| ()).map_err(|e| e.to_string()),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// Runs a statement to its end, panicking on an error.
+pub async fn run(ctx: &LakeStreamContext, sql: &str) {
+    try_run(ctx, sql)
+        .await
+        .unwrap_or_else(|e| panic!("{sql}: {e}"));
+}
+
 /// A command that runs this test binary again with `test` (a full path such
 /// as `crash::child_process`) as its only test, output not captured. Its
 /// standard output is piped; the caller sets the environment that tells the

@@ -349,6 +349,7 @@ impl TableState {
                 return Ok(());
             }
             // The rows of a dropped table never come back.
+            let _writes = self.root.lock_trim(&self.dir, false).await?;
             self.delete_files(false).await?;
         }
         let base_snapshot = table.snapshot_manager().get_latest_snapshot_id().await?;
@@ -371,6 +372,8 @@ impl TableState {
     pub(crate) async fn drop_files(&self) -> Result<()> {
         let _in_process = self.tiering.lock().await;
         let _across_processes = self.root.lock_tiering(&self.dir).await?;
+        // No write is between checking the table and its put.
+        let _writes = self.root.lock_trim(&self.dir, false).await?;
         self.delete_files(true).await?;
         *self.current.lock().unwrap_or_else(|e| e.into_inner()) = None;
         Ok(())
@@ -475,15 +478,16 @@ impl TableState {
         let Some(schema) = batches.first().map(|b| b.schema()) else {
             return Ok(());
         };
-        let incarnation = self.current(table).await?;
         let bytes = Bytes::from(
             segment::encode(&schema, &batches, unique()).map_err(|e| store_error(LOCAL, e))?,
         );
         let started = Instant::now();
-        let mut segments = incarnation.segments.lock().await;
-        // No segment is deleted between reading the tiered position and the
-        // put (on local disk; elsewhere the retention sees to it).
+        // From checking the incarnation to the put, no segment is deleted
+        // and the table is not dropped: both take this lock exclusively (on
+        // local disk; elsewhere the retention and the checks below see to it).
         let trim_lock = self.root.lock_trim(&self.dir, true).await?;
+        let incarnation = self.current(table).await?;
+        let mut segments = incarnation.segments.lock().await;
         // Never below what tiering passed, whatever this process cached.
         let (_, tiered) = self.tiered(&incarnation, table).await?;
         let cached = match segments.next {
@@ -491,10 +495,10 @@ impl TableState {
             None => self.list(&incarnation).await?,
         };
         let mut seq = cached.max(tiered);
-        let location = loop {
+        loop {
             let location = path::segment(&incarnation.dir, seq);
             match self.root.put_new(&location, bytes.clone()).await {
-                Ok(Created::Yes) => break location,
+                Ok(Created::Yes) => break,
                 // Another writer took this number: take the next one.
                 Ok(Created::AlreadyExists) => seq += 1,
                 Err(PutFailed::NotApplied(e)) => {
@@ -505,22 +509,26 @@ impl TableState {
                 }
                 Err(PutFailed::Unknown(e)) => return Err(self.unknown(e.to_string())),
             }
-        };
-        drop(trim_lock);
-        failpoint("write-after-put");
-        // The table may have been dropped (and made again) meanwhile: then
-        // the segment lies in a log nobody reads, and goes.
-        match self.read_meta().await {
-            Ok(Some(meta)) if meta.incarnation == incarnation.id => {}
-            Ok(_) => {
-                let _ = self.root.delete(&location).await;
-                return Err(Error::WriteNotApplied {
-                    table: self.name(),
-                    reason: "the table was dropped while the write ran".to_string(),
-                });
-            }
-            Err(e) => return Err(self.unknown(format!("checking the table after the write: {e}"))),
         }
+        failpoint("write-after-put");
+        if trim_lock.is_none() {
+            // Without the lock, the table may have been dropped (and made
+            // again) meanwhile; a streaming read of the dropped table may
+            // have shown the rows, so the outcome is unknown.
+            match self.read_meta().await {
+                Ok(Some(meta)) if meta.incarnation == incarnation.id => {}
+                Ok(_) => {
+                    return Err(self.unknown(
+                        "the table was dropped while the write ran; its rows went with it"
+                            .to_string(),
+                    ))
+                }
+                Err(e) => {
+                    return Err(self.unknown(format!("checking the table after the write: {e}")))
+                }
+            }
+        }
+        drop(trim_lock);
         if self.root.local_dir.is_none() && started.elapsed() >= retention / 2 {
             // Old enough that a segment tiering passed could have been
             // deleted and its number taken by this write: look again.
