@@ -427,13 +427,20 @@ impl Catalog for LakeStreamCatalog {
         let store = self.store.require("dropping", identifier).ok();
         if let (Some(store), Some(_)) = (store, self.lakestream_table(identifier).await?) {
             // The store's rows go with the table: a table created later under
-            // the same name must not find them.
-            store
-                .call("drop the store-side table", |s| async move {
-                    s.drop_table(identifier).await
+            // the same name must not find them. The store decides the order.
+            let inner = &self.inner;
+            return store
+                .call("drop the table", |s| async move {
+                    let drop_in_catalog = Box::pin(async move {
+                        inner
+                            .drop_table(identifier, ignore_if_not_exists)
+                            .await
+                            .map_err(Error::from)
+                    });
+                    s.drop_with_catalog(identifier, drop_in_catalog).await
                 })
                 .await
-                .map_err(Error::into_paimon)?;
+                .map_err(Error::into_paimon);
         }
         self.inner
             .drop_table(identifier, ignore_if_not_exists)

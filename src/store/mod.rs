@@ -22,6 +22,7 @@ use async_trait::async_trait;
 use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::execution::SendableRecordBatchStream;
+use futures::future::BoxFuture;
 use paimon::catalog::{Catalog, Identifier};
 use paimon::table::Table;
 
@@ -133,6 +134,18 @@ pub trait LakestreamStore: Debug + Send + Sync {
 
     /// Removes the store-side table and its rows. A missing table is not an error.
     async fn drop_table(&self, identifier: &Identifier) -> Result<()>;
+
+    /// `DROP TABLE` of a lake-stream table: drops the catalog's table
+    /// (`drop_in_catalog`) and the store-side table, in the order and under
+    /// the locks the store needs. The default drops the store's table first.
+    async fn drop_with_catalog(
+        &self,
+        identifier: &Identifier,
+        drop_in_catalog: BoxFuture<'_, Result<()>>,
+    ) -> Result<()> {
+        self.drop_table(identifier).await?;
+        drop_in_catalog.await
+    }
 
     /// Fixes what a read of `t$rt` covers. Errors with
     /// [`Error::StoreTableMissing`] when the store has no table for `table`.

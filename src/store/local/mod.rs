@@ -26,6 +26,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use datafusion::arrow::array::RecordBatch;
+use futures::future::BoxFuture;
 use paimon::catalog::{Catalog, Identifier};
 use paimon::table::Table;
 
@@ -37,8 +38,8 @@ use self::table::with_row_kind;
 use crate::error::{Error, Result};
 use crate::options::{self, parse_duration};
 use crate::store::{
-    log_arrow_schema, primary_keys, store_error, LakestreamStore, ScanMode, StoreContext,
-    StoreFactory, StoreRead, TierReport, WriteKind,
+    log_arrow_schema, primary_keys, LakestreamStore, ScanMode, StoreContext, StoreFactory,
+    StoreRead, TierReport, WriteKind,
 };
 
 /// The identifier of the embedded store.
@@ -331,12 +332,23 @@ impl LakestreamStore for LocalStore {
     }
 
     async fn drop_table(&self, identifier: &Identifier) -> Result<()> {
-        // The table's state stays: it checks the incarnation on every use.
-        // A task of its own: a timeout must not leave a drop half done.
-        let state = self.inner.root.table(identifier);
-        tokio::spawn(async move { state.drop_files().await })
+        self.drop_with_catalog(identifier, Box::pin(async { Ok(()) }))
             .await
-            .map_err(|e| store_error(LOCAL, format!("dropping the store's table: {e}")))?
+    }
+
+    /// The Paimon table goes first, under the store's locks: a drop cut
+    /// short leaves store files of a dropped table (never served, replaced
+    /// when the name is created again), never a table without its store.
+    async fn drop_with_catalog(
+        &self,
+        identifier: &Identifier,
+        drop_in_catalog: BoxFuture<'_, Result<()>>,
+    ) -> Result<()> {
+        self.inner
+            .root
+            .table(identifier)
+            .drop_with(drop_in_catalog)
+            .await
     }
 
     async fn plan_read(&self, table: &Table, _mode: ScanMode) -> Result<StoreRead> {

@@ -368,12 +368,17 @@ impl TableState {
         Ok(())
     }
 
-    /// Deletes every object of the table.
-    pub(crate) async fn drop_files(&self) -> Result<()> {
+    /// Runs the catalog's drop of the table, then deletes every object of
+    /// the store table, holding the locks that keep tiering and writes out.
+    pub(crate) async fn drop_with(
+        &self,
+        drop_in_catalog: futures::future::BoxFuture<'_, Result<()>>,
+    ) -> Result<()> {
         let _in_process = self.tiering.lock().await;
         let _across_processes = self.root.lock_tiering(&self.dir).await?;
         // No write is between checking the table and its put.
         let _writes = self.root.lock_trim(&self.dir, false).await?;
+        drop_in_catalog.await?;
         self.delete_files(true).await?;
         *self.current.lock().unwrap_or_else(|e| e.into_inner()) = None;
         Ok(())
