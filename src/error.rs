@@ -307,6 +307,18 @@ pub enum NameError {
         /// The table part.
         table: String,
     },
+    /// Text that is not a table name (`t`, `db.t` or `catalog.db.t`).
+    #[error(
+        "'{name}' is not a table name: {reason}. Write it as in SQL: t, db.t or catalog.db.t, \
+         with double quotes around a part that holds dots, spaces or capitals: \
+         default.\"MyTable\""
+    )]
+    InvalidTableName {
+        /// The text as given.
+        name: String,
+        /// What is wrong.
+        reason: String,
+    },
 }
 
 impl Error {

@@ -157,7 +157,7 @@ impl StatementFilter<'_> {
             Statement::Reset(ResetStatement { reset }) => Ok(match reset {
                 Reset::ConfigurationParameter(name) => {
                     let key = unquote(&name.to_string());
-                    let paimon_key = strip_prefix_ignore_case(&key, "paimon.");
+                    let paimon_key = options::strip_prefix_ignore_ascii_case(&key, "paimon.");
                     Checked {
                         route: Route::SqlContext,
                         dynamic_option: paimon_key.map(|k| (k.to_string(), None)),
@@ -281,7 +281,7 @@ impl StatementFilter<'_> {
 /// is a read setting and passes.
 fn check_set(variable: &str, value: Option<String>) -> Result<Checked> {
     let key = unquote(variable);
-    if let Some(paimon_key) = strip_prefix_ignore_case(&key, "paimon.") {
+    if let Some(paimon_key) = options::strip_prefix_ignore_ascii_case(&key, "paimon.") {
         options::reject_session_key(paimon_key, "SET (a Paimon dynamic option)")?;
         return Ok(Checked {
             route: Route::SqlContext,
@@ -321,12 +321,6 @@ fn procedure_call(function: &Function) -> Option<String> {
 
 fn unquote(text: &str) -> String {
     text.trim().trim_matches(['\'', '"', '`']).to_string()
-}
-
-fn strip_prefix_ignore_case<'a>(text: &'a str, prefix: &str) -> Option<&'a str> {
-    let head = text.get(..prefix.len())?;
-    head.eq_ignore_ascii_case(prefix)
-        .then(|| &text[prefix.len()..])
 }
 
 fn table_factor_name(factor: &TableFactor) -> Option<&ObjectName> {

@@ -210,3 +210,42 @@ fn tier_service_tiers_every_lakestream_table_until_sigterm() {
     let out = cli(dir.path(), &["tier", "--once", "--table", "default.a"]);
     assert!(out.status.success(), "{}", stderr(&out));
 }
+
+/// Whether the process ended in a panic (Rust's exit status 101, or its message).
+fn panicked(output: &Output) -> bool {
+    output.status.code() == Some(101) || stderr(output).contains("panicked")
+}
+
+#[test]
+fn non_ascii_option_keys_are_errors_or_accepted_never_panics() {
+    let dir = tempfile::tempdir().unwrap();
+    let other = dir.path().join("other");
+    let create_catalog = format!(
+        "CREATE CATALOG other WITH ('warehouse' = '{}', 'aaaaaaaaaaé' = '1', 'ééééééé' = 'x')",
+        other.display()
+    );
+    let runs: Vec<Vec<&str>> = vec![
+        // Session options whose key is not ASCII: bare, quoted, Paimon-prefixed.
+        vec!["-c", "SET \"ééééééé\" = 1"],
+        vec!["-c", "SET paimon.ééééééé = 1"],
+        vec!["-c", "SET 'paimon.ééééééé' = '1'"],
+        vec!["-c", "SET lakestreaméé = 1"],
+        vec!["-c", "RESET paimon.ééééééé"],
+        // A catalog option on the command line, and in CREATE CATALOG.
+        vec!["--option", "aaaaaaaaaaé=1", "-c", "SELECT 1"],
+        vec!["-c", &create_catalog],
+    ];
+    let mut panics = Vec::new();
+    for args in &runs {
+        let out = cli(dir.path(), args);
+        if panicked(&out) {
+            panics.push(format!("{args:?}: {}", stderr(&out)));
+        }
+    }
+    assert!(panics.is_empty(), "{}", panics.join("\n"));
+    // Keys that are not lake-stream keys are plain catalog options.
+    let out = cli(dir.path(), &["--option", "aaaaaaaaaaé=1", "-c", "SELECT 1"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let out = cli(dir.path(), &["-q", "-c", &create_catalog]);
+    assert!(out.status.success(), "{}", stderr(&out));
+}
