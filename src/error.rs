@@ -95,8 +95,10 @@ pub enum Error {
     /// Tiering a table whose mode is off.
     #[error(
         "cannot tier '{table}': it is not a lake-stream table, so its writes go to Paimon, and \
-         tiering what its store still holds could commit older rows over newer ones. Turn the mode \
-         on first to tier what waits in its store: ALTER TABLE {table} SET TBLPROPERTIES \
+         tiering what its store still holds could commit older rows over newer ones. To tier what \
+         waits in its store from before the mode was turned off, name the table to the tiering \
+         service before writing to it again: lakestream-cli tier --once --table <db.table>; or \
+         turn the mode on again: ALTER TABLE {table} SET TBLPROPERTIES \
          ('lakestream.enabled'='true')"
     )]
     TierNotLakeStream {

@@ -15,8 +15,8 @@ use datafusion::datasource::{TableProvider, TableType};
 use datafusion::error::{DataFusionError, Result as DFResult};
 use datafusion::logical_expr::Expr;
 use datafusion::physical_plan::ExecutionPlan;
-use paimon::catalog::Catalog;
 
+use crate::catalog::WhenOff;
 use crate::error::Error;
 use crate::planner::PlannerState;
 
@@ -48,7 +48,17 @@ impl TableFunctionImpl for TierFunction {
         else {
             return Err(usage());
         };
-        let reference = TableReference::parse_str(name);
+        // The name is parsed as SQL parses names: quoted parts keep their
+        // case and dots, unquoted ones are lower-cased.
+        let parts = crate::name::parse_table_name(name).map_err(Error::from)?;
+        let reference = match parts.as_slice() {
+            [catalog, schema, table] => {
+                TableReference::full(catalog.as_str(), schema.as_str(), table.as_str())
+            }
+            [schema, table] => TableReference::partial(schema.as_str(), table.as_str()),
+            [table] => TableReference::bare(table.as_str()),
+            _ => return Err(usage()),
+        };
         let config = args.session().config_options();
         let (catalog, identifier) = self.state.resolve(&reference, config).ok_or_else(|| {
             DataFusionError::Plan(format!(
@@ -97,26 +107,7 @@ impl TableProvider for TierTable {
         _filters: &[Expr],
         _limit: Option<usize>,
     ) -> DFResult<Arc<dyn ExecutionPlan>> {
-        let table = self
-            .catalog
-            .get_table(&self.identifier)
-            .await
-            .map_err(Error::from)?;
-        if !crate::options::is_enabled(table.schema().options()) {
-            // Tiering rows of a table whose writes now go to Paimon could
-            // commit older store rows over newer Paimon ones.
-            return Err(Error::TierNotLakeStream {
-                table: self.identifier.full_name(),
-            }
-            .into());
-        }
-        let store = self
-            .catalog
-            .binding()
-            .require("tiering", &self.identifier)?;
-        let report = store
-            .call("tier", |s| async move { s.tier(&table).await })
-            .await?;
+        let report = self.catalog.tier(&self.identifier, WhenOff::Refuse).await?;
         let batch = RecordBatch::try_new(
             Arc::clone(&self.schema),
             vec![
