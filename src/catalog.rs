@@ -18,7 +18,7 @@ use paimon::table::Table;
 
 use crate::error::{Error, Result};
 use crate::options::{self, CatalogStoreOptions};
-use crate::store::{LazyStore, StoreBinding, StoreContext, StoreRegistry};
+use crate::store::{LazyStore, StoreBinding, StoreContext, StoreRegistry, TierReport};
 
 /// A Paimon catalog in lake-stream mode.
 pub struct LakeStreamCatalog {
@@ -181,16 +181,66 @@ impl LakeStreamCatalog {
     }
 }
 
+/// What tiering does with a table whose lake-stream mode is off.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WhenOff {
+    /// Refuse with [`Error::TierNotLakeStream`]: `lakestream_tier` and
+    /// `CALL sys.lakestream_tier`, and the service's round over every
+    /// lake-stream table.
+    Refuse,
+    /// Tier what the store still holds for the table: rows acknowledged
+    /// before the mode was turned off that the store could not tier then.
+    /// For a table the operator names (`lakestream-cli tier --table`). A store
+    /// that holds nothing for the table has nothing to tier.
+    Tier,
+}
+
+impl LakeStreamCatalog {
+    /// Tiers the store's rows of `identifier` into Paimon now.
+    pub async fn tier(&self, identifier: &Identifier, when_off: WhenOff) -> Result<TierReport> {
+        let table = self.get_table(identifier).await?;
+        let enabled = options::is_enabled(table.schema().options());
+        if !enabled && when_off == WhenOff::Refuse {
+            // Tiering rows of a table whose writes now go to Paimon could
+            // commit older store rows over newer Paimon ones.
+            return Err(Error::TierNotLakeStream {
+                table: identifier.full_name(),
+            });
+        }
+        let store = self.store.require("tiering", identifier)?;
+        let tiered = store
+            .call("tier", |s| async move { s.tier(&table).await })
+            .await;
+        match tiered {
+            Err(Error::StoreTableMissing { .. }) if !enabled => Ok(TierReport::default()),
+            other => other,
+        }
+    }
+}
+
 impl LakeStreamCatalog {
     /// Turning the mode off: the store tiers what Paimon lacks first, where it
     /// can. Off always succeeds, store or no store: it touches only the
     /// catalog; what could not be tiered is left in the store, and a notice
-    /// says so.
+    /// says so, with how many rows wait (or that the count is unknown, and
+    /// why) and the command that tiers them.
     async fn disable(&self, identifier: &Identifier) {
         let Ok(Some(table)) = self.lakestream_table(identifier).await else {
             return;
         };
+        let name = identifier.full_name();
         let Ok(store) = self.store.require("turning the mode off", identifier) else {
+            // Only a catalog that names a store turns the mode on, so the
+            // table was written through one; this catalog cannot ask it.
+            self.notice(format!(
+                "lake-stream mode of '{name}' is off. Catalog '{}' names no store, so it cannot \
+                 tell whether rows of '{name}' may still wait in the store the table used, not \
+                 yet tiered into Paimon. Before writing to '{name}' again, tier them through \
+                 that store: {}, with this catalog's --warehouse and --option flags (the \
+                 embedded store is --store local)",
+                self.name,
+                tier_command(identifier, None)
+            ));
             return;
         };
         let tiered = store
@@ -199,7 +249,6 @@ impl LakeStreamCatalog {
                 async move { s.tier(&table).await }
             })
             .await;
-        let name = identifier.full_name();
         let error = match tiered {
             Ok(_) => return,
             Err(Error::TieringElsewhere { store }) => {
@@ -212,21 +261,53 @@ impl LakeStreamCatalog {
             }
             Err(e) => e,
         };
-        let waiting = store
+        let waiting = match store
             .call("count rows waiting", |s| async move {
                 s.pending_rows(&table).await
             })
             .await
-            .map_or_else(
-                |_| "rows not yet tiered".to_string(),
-                |n| format!("{n} rows"),
-            );
+        {
+            Ok(rows) => format!("{rows} rows wait in it, not yet in Paimon"),
+            Err(Error::StoreUnavailable { .. } | Error::StoreTimeout { .. }) => {
+                "how many rows wait in it is unknown: the store could not be reached to count \
+                 them"
+                    .to_string()
+            }
+            Err(e) => format!("how many rows wait in it is unknown: counting them failed ({e})"),
+        };
         self.notice(format!(
             "lake-stream mode of '{name}' is off, but store '{}' could not tier first ({error}); \
-             {waiting} wait in the store. Tier them later: turn the mode on again and run \
-             CALL sys.lakestream_tier('{name}'), or run lakestream-cli tier --table {name}",
-            store.identifier()
+             {waiting}. Once the store works, and before writing to '{name}' again, tier them: \
+             {}, with this catalog's --warehouse and --option flags",
+            store.identifier(),
+            tier_command(identifier, Some(store.identifier()))
         ));
+    }
+}
+
+/// The `lakestream-cli` command that tiers what waits in the store for
+/// `identifier` (whose mode is off), as a shell command line. `store`: the
+/// store to name, or `None` for a `<store>` placeholder.
+fn tier_command(identifier: &Identifier, store: Option<&str>) -> String {
+    let table = crate::name::sql_name(&[identifier.database(), identifier.object()]);
+    format!(
+        "lakestream-cli tier --once --table {} --store {}",
+        shell_word(&table),
+        // A placeholder stays readable as one: the user replaces it.
+        store.map_or_else(|| "<store>".to_string(), shell_word)
+    )
+}
+
+/// `text` as one word of a POSIX shell command line.
+fn shell_word(text: &str) -> String {
+    let plain = !text.is_empty()
+        && text
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | '/'));
+    if plain {
+        text.to_string()
+    } else {
+        format!("'{}'", text.replace('\'', "'\\''"))
     }
 }
 
@@ -672,6 +753,18 @@ mod tests {
                 value: "true".to_string()
             }]),
             None
+        );
+    }
+
+    #[test]
+    fn tier_commands_quote_names_for_the_shell() {
+        assert_eq!(
+            tier_command(&Identifier::new("default", "t"), Some("local")),
+            "lakestream-cli tier --once --table default.t --store local"
+        );
+        assert_eq!(
+            tier_command(&Identifier::new("default", "My'T"), None),
+            "lakestream-cli tier --once --table 'default.\"My'\\''T\"' --store <store>"
         );
     }
 

@@ -95,8 +95,10 @@ pub enum Error {
     /// Tiering a table whose mode is off.
     #[error(
         "cannot tier '{table}': it is not a lake-stream table, so its writes go to Paimon, and \
-         tiering what its store still holds could commit older rows over newer ones. Turn the mode \
-         on first to tier what waits in its store: ALTER TABLE {table} SET TBLPROPERTIES \
+         tiering what its store still holds could commit older rows over newer ones. To tier what \
+         waits in its store from before the mode was turned off, name the table to the tiering \
+         service before writing to it again: lakestream-cli tier --once --table <db.table>; or \
+         turn the mode on again: ALTER TABLE {table} SET TBLPROPERTIES \
          ('lakestream.enabled'='true')"
     )]
     TierNotLakeStream {
@@ -381,6 +383,18 @@ pub enum NameError {
         name: String,
         /// The table part.
         table: String,
+    },
+    /// Text that is not a table name (`t`, `db.t` or `catalog.db.t`).
+    #[error(
+        "'{name}' is not a table name: {reason}. Write it as in SQL: t, db.t or catalog.db.t, \
+         with double quotes around a part that holds dots, spaces or capitals: \
+         default.\"MyTable\""
+    )]
+    InvalidTableName {
+        /// The text as given.
+        name: String,
+        /// What is wrong.
+        reason: String,
     },
 }
 

@@ -5,6 +5,10 @@
 //! `t$branch_b1`, `t$`) is handed to Paimon unchanged, so Paimon keeps deciding
 //! what its own names mean.
 
+use datafusion::sql::sqlparser::ast::Ident;
+use datafusion::sql::sqlparser::dialect::GenericDialect;
+use datafusion::sql::sqlparser::parser::Parser;
+
 use crate::error::NameError;
 
 /// The suffix that reads a lake-stream table from its store.
@@ -82,6 +86,76 @@ pub fn parse(object: &str) -> Result<RelationName<'_>, NameError> {
 /// The name `t$rt` for table `t`, for messages.
 pub fn realtime_name(table: &str) -> String {
     format!("{table}{SPLITTER}{RT_SUFFIX}")
+}
+
+/// Parses a table name as SQL writes it: `t`, `db.t` or `catalog.db.t`,
+/// each part an identifier. Quoted parts (`"My.Table"`) keep their text and
+/// case; unquoted ones are lower-cased, as DataFusion does. The parts come
+/// back in order, one to three of them.
+///
+/// Never panics; text that is not such a name is a [`NameError::InvalidTableName`].
+pub fn parse_table_name(text: &str) -> Result<Vec<String>, NameError> {
+    parse_parts(text).map(|idents| {
+        idents
+            .into_iter()
+            .map(|ident| match ident.quote_style {
+                Some(_) => ident.value,
+                None => ident.value.to_ascii_lowercase(),
+            })
+            .collect()
+    })
+}
+
+/// Like [`parse_table_name`], but unquoted parts keep the case they were
+/// written in: what a user who forgot to quote a mixed-case name meant.
+pub fn parse_table_name_keeping_case(text: &str) -> Result<Vec<String>, NameError> {
+    parse_parts(text).map(|idents| idents.into_iter().map(|i| i.value).collect())
+}
+
+fn parse_parts(text: &str) -> Result<Vec<Ident>, NameError> {
+    let invalid = |reason: String| NameError::InvalidTableName {
+        name: text.to_string(),
+        reason,
+    };
+    let dialect = GenericDialect {};
+    let idents = Parser::new(&dialect)
+        .try_with_sql(text)
+        .and_then(|mut parser| parser.parse_multipart_identifier())
+        .map_err(|e| invalid(e.to_string()))?;
+    if idents.len() > 3 {
+        return Err(invalid(format!(
+            "it has {} parts; a table name has at most three (catalog.database.table). \
+             Quote a part that holds dots: \"my.table\"",
+            idents.len()
+        )));
+    }
+    if let Some(empty) = idents.iter().find(|i| i.value.is_empty()) {
+        return Err(invalid(format!("the part {empty} is empty")));
+    }
+    Ok(idents)
+}
+
+/// `parts` written as SQL: a part that is not a plain lower-case word is
+/// double-quoted, so that [`parse_table_name`] gives the same parts back.
+/// For messages that tell the user what to type.
+pub fn sql_name<S: AsRef<str>>(parts: &[S]) -> String {
+    parts
+        .iter()
+        .map(|part| {
+            let part = part.as_ref();
+            let mut chars = part.chars();
+            let plain = chars
+                .next()
+                .is_some_and(|c| c.is_ascii_lowercase() || c == '_')
+                && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+            if plain {
+                part.to_string()
+            } else {
+                format!("\"{}\"", part.replace('"', "\"\""))
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(".")
 }
 
 #[cfg(test)]
@@ -179,10 +253,105 @@ mod tests {
         );
     }
 
+    #[test]
+    fn table_names_parse_as_sql_does() {
+        let parts = |text: &str| parse_table_name(text).unwrap();
+        assert_eq!(parts("t"), ["t"]);
+        assert_eq!(parts("default.MyTable"), ["default", "mytable"]);
+        assert_eq!(parts("default.\"MyTable\""), ["default", "MyTable"]);
+        assert_eq!(parts("\"my.table\""), ["my.table"]);
+        assert_eq!(
+            parts(" Lake . \"db\" . \"a\"\"b\" "),
+            ["lake", "db", "a\"b"]
+        );
+        assert_eq!(parts("t$rt"), ["t$rt"]);
+        assert_eq!(parts("\"é.ü\""), ["é.ü"]);
+        assert_eq!(
+            parse_table_name_keeping_case("default.MyTable").unwrap(),
+            ["default", "MyTable"]
+        );
+        for bad in [
+            "",
+            " ",
+            "a.",
+            ".a",
+            "a b",
+            "a.b.c.d",
+            "'t'",
+            "\"unterminated",
+            "\"\"",
+            "a;b",
+        ] {
+            let e = parse_table_name(bad).unwrap_err().to_string();
+            assert!(e.contains("is not a table name"), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn sql_names_quote_what_needs_it() {
+        assert_eq!(sql_name(&["default", "t_1"]), "default.t_1");
+        assert_eq!(sql_name(&["default", "MyTable"]), "default.\"MyTable\"");
+        assert_eq!(sql_name(&["my.table"]), "\"my.table\"");
+        assert_eq!(
+            sql_name(&["a\"b", "1t", "t$rt"]),
+            "\"a\"\"b\".\"1t\".\"t$rt\""
+        );
+    }
+
+    /// Name text: letters of several scripts and cases, quotes, dots, `$`,
+    /// whitespace and SQL punctuation.
+    fn name_text() -> impl Strategy<Value = String> {
+        proptest::collection::vec(
+            prop_oneof![
+                Just("rt".to_string()),
+                Just("RT".to_string()),
+                Just("$".to_string()),
+                Just(".".to_string()),
+                Just("\"".to_string()),
+                Just("'".to_string()),
+                Just("`".to_string()),
+                Just(" ".to_string()),
+                Just("\t".to_string()),
+                Just("é".to_string()),
+                Just("ß".to_string()),
+                Just("\u{301}".to_string()),
+                Just("日本".to_string()),
+                Just("branch_".to_string()),
+                "[a-zA-Z0-9_;,()=*-]{1,3}",
+                "\\PC{1,2}",
+            ],
+            0..12,
+        )
+        .prop_map(|parts| parts.concat())
+    }
+
     proptest! {
+        #![proptest_config(ProptestConfig::with_cases(512))]
+
         #[test]
         fn never_panics(name in "\\PC{0,40}") {
             let _ = parse(&name);
+            let _ = parse_table_name(&name);
+            let _ = parse_table_name_keeping_case(&name);
+        }
+
+        #[test]
+        fn mixed_name_text_never_panics(name in name_text()) {
+            let _ = parse(&name);
+            if let Ok(parts) = parse_table_name(&name) {
+                prop_assert!((1..=3).contains(&parts.len()));
+                // Written back as SQL, the parts parse to themselves.
+                prop_assert_eq!(parse_table_name(&sql_name(&parts)), Ok(parts));
+            }
+        }
+
+        #[test]
+        fn sql_names_round_trip(parts in proptest::collection::vec(
+            prop_oneof!["\\PC{1,12}", "[a-z_][a-z0-9_]{0,8}", "[A-Za-z.$\" é]{1,8}"],
+            1..=3,
+        )) {
+            let text = sql_name(&parts);
+            prop_assert_eq!(parse_table_name(&text), Ok(parts));
         }
 
         #[test]

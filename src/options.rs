@@ -46,7 +46,16 @@ where
 /// ignoring ASCII case so that `LakeStream.Enabled` cannot slip past a check.
 pub fn is_lakestream_key(key: &str) -> bool {
     let key = key.trim().trim_matches(['\'', '"', '`']);
-    key.len() >= PREFIX.len() && key[..PREFIX.len()].eq_ignore_ascii_case(PREFIX)
+    strip_prefix_ignore_ascii_case(key, PREFIX).is_some()
+}
+
+/// `text` without `prefix`, compared ignoring ASCII case; `None` when `text`
+/// does not start with it. Never slices inside a character: option keys and
+/// names are user text, in any script.
+pub(crate) fn strip_prefix_ignore_ascii_case<'a>(text: &'a str, prefix: &str) -> Option<&'a str> {
+    let head = text.get(..prefix.len())?;
+    let rest = text.get(prefix.len()..)?;
+    head.eq_ignore_ascii_case(prefix).then_some(rest)
 }
 
 /// The lake-stream part of a catalog's options: the store it names, and the
@@ -262,6 +271,36 @@ mod tests {
     }
 
     #[test]
+    fn non_ascii_keys_are_text_not_bytes() {
+        // Each of these once sliced a character in two (issue 9, case 7).
+        for key in [
+            "ééééééé",
+            "aaaaaaaaaaé",
+            "lakestreaméé",
+            "lakestream\u{300}.x",
+            "\"ééééééé\"",
+            "ｌａｋｅｓｔｒｅａｍ.enabled",
+        ] {
+            assert!(!is_lakestream_key(key), "{key}");
+            reject_session_key(key, "SET").unwrap();
+        }
+        assert!(is_lakestream_key("lakestream.é"));
+        assert!(reject_session_key("LakeStream.é", "SET").is_err());
+        let parsed = CatalogStoreOptions::from_catalog_options(&opts(&[
+            ("aaaaaaaaaaé", "1"),
+            ("ééééééé", "é"),
+        ]))
+        .unwrap();
+        assert_eq!(parsed.store(), None);
+        assert_eq!(
+            strip_prefix_ignore_ascii_case("paimon.é", "PAIMON."),
+            Some("é")
+        );
+        assert_eq!(strip_prefix_ignore_ascii_case("ééééé", "paimon."), None);
+        assert_eq!(strip_prefix_ignore_ascii_case("pa", "paimon."), None);
+    }
+
+    #[test]
     fn no_store_when_absent() {
         let parsed = CatalogStoreOptions::from_catalog_options(&opts(&[
             ("warehouse", "/tmp/w"),
@@ -361,6 +400,74 @@ mod tests {
                 .unwrap_err()
                 .to_string();
         assert!(err.contains("lakestream.timeout"), "{err}");
+    }
+
+    /// Option text: keys and values with dots, quotes, `$`, `=`, whitespace
+    /// and letters of several scripts, around the prefixes this module reads.
+    fn option_text() -> impl proptest::strategy::Strategy<Value = String> {
+        use proptest::prelude::*;
+        proptest::collection::vec(
+            prop_oneof![
+                Just("lakestream.".to_string()),
+                Just("LakeStream".to_string()),
+                Just("local.".to_string()),
+                Just("fluss.".to_string()),
+                Just("paimon.".to_string()),
+                Just(".".to_string()),
+                Just("$".to_string()),
+                Just("=".to_string()),
+                Just("'".to_string()),
+                Just("\"".to_string()),
+                Just("`".to_string()),
+                Just(" ".to_string()),
+                Just("é".to_string()),
+                Just("\u{301}".to_string()),
+                Just("ｔｒｕｅ".to_string()),
+                Just("true".to_string()),
+                "[a-z0-9_-]{1,4}",
+                "\\PC{1,3}",
+            ],
+            0..8,
+        )
+        .prop_map(|parts| parts.concat())
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(512))]
+
+        #[test]
+        fn option_parsing_never_panics(
+            pairs in proptest::collection::vec((option_text(), option_text()), 0..6),
+            store in proptest::option::of(option_text()),
+        ) {
+            for (key, value) in &pairs {
+                let lakestream = is_lakestream_key(key);
+                proptest::prop_assert_eq!(reject_session_key(key, "SET").is_err(), lakestream);
+                let _ = is_enabled_value(value);
+                let _ = parse_duration(value);
+            }
+            let mut options: HashMap<String, String> = pairs.into_iter().collect();
+            if let Some(store) = store {
+                options.insert(STORE.to_string(), store);
+            }
+            let _ = is_enabled(&options);
+            if let Ok(parsed) = CatalogStoreOptions::from_catalog_options(&options) {
+                // What reaches a store is what its prefix named.
+                if let Some(store) = parsed.store() {
+                    for key in parsed.store_options().keys() {
+                        let full = format!("{store}.{key}");
+                        proptest::prop_assert!(options.contains_key(&full));
+                    }
+                }
+            }
+        }
+
+        #[test]
+        fn any_text_is_an_option_key_or_not(key in "\\PC{0,30}") {
+            let _ = is_lakestream_key(&key);
+            let _ = parse_duration(&key);
+            let _ = strip_prefix_ignore_ascii_case(&key, PREFIX);
+        }
     }
 
     #[test]

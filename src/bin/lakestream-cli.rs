@@ -14,12 +14,14 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clap::{ArgMatches, CommandFactory, FromArgMatches, Parser};
-use datafusion::arrow::array::UInt64Array;
 use datafusion::arrow::record_batch::RecordBatch;
+use paimon::catalog::{Catalog, Identifier};
+use paimon_lakestream::catalog::WhenOff;
 use paimon_lakestream::cli::print::{is_acknowledgement, write_batches, Format};
 use paimon_lakestream::cli::script::split_statements;
 use paimon_lakestream::cli::shell::{self, ShellOptions};
-use paimon_lakestream::LakeStreamContext;
+use paimon_lakestream::name::{parse_table_name, parse_table_name_keeping_case, sql_name};
+use paimon_lakestream::{LakeStreamCatalog, LakeStreamContext};
 
 /// Run SQL against a Paimon warehouse whose tables can be in lake-stream mode.
 #[derive(Debug, Parser)]
@@ -72,7 +74,10 @@ enum Command {
     /// (SIGTERM or Ctrl-C): the service for deployments whose writers are
     /// short-lived processes.
     Tier {
-        /// A table to tier (`db.t`); repeatable. Default: every lake-stream table.
+        /// A table to tier, named as in SQL (`t`, `db.t`, `catalog.db.t`;
+        /// quote a part to keep its case or dots: `default."MyTable"`);
+        /// repeatable. Default: every lake-stream table. A table named here
+        /// is tiered even if its mode is off, for rows its store still holds.
         #[arg(long = "table", value_name = "DB.TABLE")]
         tables: Vec<String>,
 
@@ -237,12 +242,8 @@ async fn run(args: Args, matches: ArgMatches) -> Result<(), String> {
     Ok(())
 }
 
-/// The lake-stream tables of the catalog, as `db.table`.
-async fn lakestream_tables(ctx: &LakeStreamContext, catalog: &str) -> Result<Vec<String>, String> {
-    use paimon::catalog::{Catalog, Identifier};
-    let catalog = ctx
-        .catalog(catalog)
-        .ok_or_else(|| format!("no catalog '{catalog}'"))?;
+/// The lake-stream tables of the catalog.
+async fn lakestream_tables(catalog: &LakeStreamCatalog) -> Result<Vec<Identifier>, String> {
     let mut tables = Vec::new();
     for database in catalog.list_databases().await.map_err(|e| e.to_string())? {
         for table in catalog
@@ -257,16 +258,74 @@ async fn lakestream_tables(ctx: &LakeStreamContext, catalog: &str) -> Result<Vec
                 .map_err(|e| e.to_string())?
                 .is_some()
             {
-                tables.push(identifier.full_name());
+                tables.push(identifier);
             }
         }
     }
     Ok(tables)
 }
 
+/// A table the service tiers.
+struct Target {
+    identifier: Identifier,
+    when_off: WhenOff,
+    /// For a `--table` whose unquoted parts had capitals: what to write to
+    /// keep them, should the lower-cased name not be found.
+    case_hint: Option<String>,
+}
+
+impl Target {
+    fn listed(identifier: Identifier) -> Self {
+        Self {
+            identifier,
+            when_off: WhenOff::Refuse,
+            case_hint: None,
+        }
+    }
+
+    /// The table as SQL names it, for what the service prints.
+    fn display(&self) -> String {
+        sql_name(&[self.identifier.database(), self.identifier.object()])
+    }
+}
+
+/// A `--table` argument, parsed as SQL parses a table name, in catalog
+/// `catalog` with database `default_database` when the name has none.
+fn named_target(text: &str, catalog: &str, default_database: &str) -> Result<Target, String> {
+    let parts = parse_table_name(text).map_err(|e| format!("--table {text}: {e}"))?;
+    let (database, table) = match parts.as_slice() {
+        [table] => (default_database, table.as_str()),
+        [database, table] => (database.as_str(), table.as_str()),
+        [named, database, table] if named == catalog => (database.as_str(), table.as_str()),
+        [named, ..] => {
+            return Err(format!(
+                "--table {text}: it names catalog '{named}', but the service tiers catalog \
+                 '{catalog}' (--catalog)"
+            ))
+        }
+        [] => return Err(format!("--table {text}: the name is empty")),
+    };
+    let kept = parse_table_name_keeping_case(text).map_err(|e| format!("--table {text}: {e}"))?;
+    let case_hint = (kept != parts).then(|| {
+        let written = match kept.as_slice() {
+            [.., database, table] => sql_name(&[database, table]),
+            other => sql_name(other),
+        };
+        format!(
+            "unquoted names are lower-cased, as in SQL: to keep the case, quote it: --table '{written}'"
+        )
+    });
+    Ok(Target {
+        identifier: Identifier::new(database, table),
+        when_off: WhenOff::Tier,
+        case_hint,
+    })
+}
+
 /// Tiers the named tables (or every lake-stream table) each `interval`
 /// until SIGTERM or Ctrl-C. A table that fails is reported and retried in
-/// the next round; the service keeps going.
+/// the next round; the service keeps going. With `once`, one round, which
+/// fails if any table failed.
 async fn tier_service(
     ctx: &LakeStreamContext,
     catalog: &str,
@@ -275,37 +334,67 @@ async fn tier_service(
     once: bool,
     quiet: bool,
 ) -> Result<(), String> {
+    let lakestream = ctx
+        .catalog(catalog)
+        .ok_or_else(|| format!("no catalog '{catalog}'"))?;
+    let default_database = ctx
+        .session()
+        .state()
+        .config_options()
+        .catalog
+        .default_schema
+        .clone();
+    // Names are checked before the first round: a name that cannot be
+    // parsed is a mistake to fix, not a failure to retry.
+    let named: Vec<Target> = tables
+        .iter()
+        .map(|text| named_target(text, catalog, &default_database))
+        .collect::<Result<_, _>>()?;
     let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .map_err(|e| format!("cannot listen for SIGTERM: {e}"))?;
-    if !quiet {
+    if !quiet && !once {
         eprintln!("lakestream-cli tier: tiering every {interval:?}; stop with SIGTERM or Ctrl-C");
     }
     loop {
-        let round = if tables.is_empty() {
-            lakestream_tables(ctx, catalog).await?
+        let listed;
+        let round: &[Target] = if named.is_empty() {
+            listed = lakestream_tables(&lakestream)
+                .await?
+                .into_iter()
+                .map(Target::listed)
+                .collect::<Vec<_>>();
+            &listed
         } else {
-            tables.to_vec()
+            &named
         };
-        for table in &round {
-            let sql = format!(
-                "SELECT rows_tiered, commits FROM lakestream_tier('{catalog}.{}')",
-                table.replace('\'', "''")
-            );
-            let result = match ctx.sql(&sql).await {
-                Ok(df) => df.collect().await,
-                Err(e) => Err(e),
-            };
-            match result {
-                Ok(batches) => {
-                    let rows = tiered_rows(&batches);
-                    if rows > 0 && !quiet {
-                        println!("tiered {rows} rows of {table}");
+        let mut failed = 0usize;
+        for target in round {
+            match lakestream.tier(&target.identifier, target.when_off).await {
+                Ok(report) => {
+                    if report.rows > 0 && !quiet {
+                        println!("tiered {} rows of {}", report.rows, target.display());
                     }
                 }
-                Err(e) => eprintln!("Error: tiering {table}: {e}"),
+                Err(e) => {
+                    failed += 1;
+                    let missing = matches!(
+                        &e,
+                        paimon_lakestream::Error::Paimon(paimon::Error::TableNotExist { .. })
+                    );
+                    eprintln!("Error: tiering {}: {e}", target.display());
+                    if let (Some(hint), true) = (&target.case_hint, missing) {
+                        eprintln!("Hint: {hint}");
+                    }
+                }
             }
         }
         if once {
+            if failed > 0 {
+                return Err(format!(
+                    "{failed} of {} tables could not be tiered (see above)",
+                    round.len()
+                ));
+            }
             return Ok(());
         }
         tokio::select! {
@@ -318,18 +407,6 @@ async fn tier_service(
         eprintln!("lakestream-cli tier: stopped");
     }
     Ok(())
-}
-
-fn tiered_rows(batches: &[RecordBatch]) -> u64 {
-    batches
-        .iter()
-        .filter_map(|b| {
-            b.column(0)
-                .as_any()
-                .downcast_ref::<UInt64Array>()
-                .map(|a| a.iter().flatten().sum::<u64>())
-        })
-        .sum()
 }
 
 fn main() -> ExitCode {

@@ -368,6 +368,13 @@ fn status_line(elapsed: Duration, tierings: &[TieringStatus]) -> String {
 mod tests {
     use super::*;
 
+    proptest::proptest! {
+        #[test]
+        fn completeness_never_panics(input in "(\\PC|[;'\"\n\\\\é]|--|/\\*){0,40}") {
+            let _ = is_complete(&input);
+        }
+    }
+
     #[test]
     fn the_status_line_shows_tierings() {
         assert_eq!(

@@ -19,8 +19,10 @@ use datafusion::datasource::{TableProvider, TableType};
 use datafusion::error::{DataFusionError, Result as DFResult};
 use datafusion::logical_expr::Expr;
 use datafusion::physical_plan::ExecutionPlan;
-use paimon::catalog::Catalog;
 
+use paimon::catalog::Catalog as _;
+
+use crate::catalog::WhenOff;
 use crate::error::Error;
 use crate::planner::PlannerState;
 
@@ -168,7 +170,21 @@ fn resolve(
     Arc<crate::catalog::LakeStreamCatalog>,
     paimon::catalog::Identifier,
 )> {
-    let reference = TableReference::parse_str(name);
+    // The name is parsed as SQL parses names: quoted parts keep their case
+    // and dots, unquoted ones are lower-cased.
+    let parts = crate::name::parse_table_name(name).map_err(Error::from)?;
+    let reference = match parts.as_slice() {
+        [catalog, schema, table] => {
+            TableReference::full(catalog.as_str(), schema.as_str(), table.as_str())
+        }
+        [schema, table] => TableReference::partial(schema.as_str(), table.as_str()),
+        [table] => TableReference::bare(table.as_str()),
+        _ => {
+            return Err(DataFusionError::Plan(format!(
+                "{function}: '{name}' is not a table name"
+            )))
+        }
+    };
     let config = args.session().config_options();
     state.resolve(&reference, config).ok_or_else(|| {
         DataFusionError::Plan(format!(
@@ -225,26 +241,7 @@ impl TableProvider for TierTable {
         _filters: &[Expr],
         _limit: Option<usize>,
     ) -> DFResult<Arc<dyn ExecutionPlan>> {
-        let table = self
-            .catalog
-            .get_table(&self.identifier)
-            .await
-            .map_err(Error::from)?;
-        if !crate::options::is_enabled(table.schema().options()) {
-            // Tiering rows of a table whose writes now go to Paimon could
-            // commit older store rows over newer Paimon ones.
-            return Err(Error::TierNotLakeStream {
-                table: self.identifier.full_name(),
-            }
-            .into());
-        }
-        let store = self
-            .catalog
-            .binding()
-            .require("tiering", &self.identifier)?;
-        let report = store
-            .call("tier", |s| async move { s.tier(&table).await })
-            .await?;
+        let report = self.catalog.tier(&self.identifier, WhenOff::Refuse).await?;
         one_row(
             &self.schema,
             vec![

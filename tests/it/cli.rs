@@ -210,3 +210,380 @@ fn tier_service_tiers_every_lakestream_table_until_sigterm() {
     let out = cli(dir.path(), &["tier", "--once", "--table", "default.a"]);
     assert!(out.status.success(), "{}", stderr(&out));
 }
+
+/// Whether the process ended in a panic (Rust's exit status 101, or its message).
+fn panicked(output: &Output) -> bool {
+    output.status.code() == Some(101) || stderr(output).contains("panicked")
+}
+
+#[test]
+fn non_ascii_option_keys_are_errors_or_accepted_never_panics() {
+    let dir = tempfile::tempdir().unwrap();
+    let other = dir.path().join("other");
+    let create_catalog = format!(
+        "CREATE CATALOG other WITH ('warehouse' = '{}', 'aaaaaaaaaaé' = '1', 'ééééééé' = 'x')",
+        other.display()
+    );
+    let runs: Vec<Vec<&str>> = vec![
+        // Session options whose key is not ASCII: bare, quoted, Paimon-prefixed.
+        vec!["-c", "SET \"ééééééé\" = 1"],
+        vec!["-c", "SET paimon.ééééééé = 1"],
+        vec!["-c", "SET 'paimon.ééééééé' = '1'"],
+        vec!["-c", "SET lakestreaméé = 1"],
+        vec!["-c", "RESET paimon.ééééééé"],
+        // A catalog option on the command line, and in CREATE CATALOG.
+        vec!["--option", "aaaaaaaaaaé=1", "-c", "SELECT 1"],
+        vec!["-c", &create_catalog],
+    ];
+    let mut panics = Vec::new();
+    for args in &runs {
+        let out = cli(dir.path(), args);
+        if panicked(&out) {
+            panics.push(format!("{args:?}: {}", stderr(&out)));
+        }
+    }
+    assert!(panics.is_empty(), "{}", panics.join("\n"));
+    // Keys that are not lake-stream keys are plain catalog options.
+    let out = cli(dir.path(), &["--option", "aaaaaaaaaaé=1", "-c", "SELECT 1"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let out = cli(dir.path(), &["-q", "-c", &create_catalog]);
+    assert!(out.status.success(), "{}", stderr(&out));
+}
+
+#[test]
+fn time_travel_next_to_text_whose_lower_case_changes_length_never_panics() {
+    // paimon-datafusion 0.4 finds time-travel clauses by byte position in the
+    // lower-cased text, which is longer than the text for 'İ' and shorter for
+    // 'ẞ': it sliced inside characters or past the end.
+    let dir = tempfile::tempdir().unwrap();
+    let setup = cli(
+        dir.path(),
+        &[
+            "-q",
+            "-c",
+            "CREATE TABLE t (a STRING); INSERT INTO t VALUES ('x')",
+        ],
+    );
+    assert!(setup.status.success(), "{}", stderr(&setup));
+    let mut panics = Vec::new();
+    for sql in [
+        "SELECT * FROM İ VERSION AS OF éé",
+        "SELECT * FROM t VERSION AS OF 1 WHERE a = 'İİ'",
+        "SELECT 'İ', * FROM t TIMESTAMP AS OF 'éé",
+        "SELECT 'ẞẞ', * FROM t VERSION AS OF 1",
+    ] {
+        let out = cli(dir.path(), &["-q", "-c", sql]);
+        if panicked(&out) {
+            panics.push(format!("{sql}: {}", stderr(&out)));
+        } else {
+            assert!(!out.status.success(), "{sql}: {}", stdout(&out));
+        }
+    }
+    assert!(panics.is_empty(), "{}", panics.join("\n"));
+    // Time travel itself works, and so does the character outside it.
+    let out = cli(
+        dir.path(),
+        &[
+            "-q",
+            "--format",
+            "csv",
+            "-c",
+            "SELECT a FROM t VERSION AS OF 1",
+        ],
+    );
+    assert!(stdout(&out).ends_with("a\nx\n"), "{}", stderr(&out));
+    let out = cli(
+        dir.path(),
+        &["-q", "--format", "csv", "-c", "SELECT 'İ' AS i FROM t"],
+    );
+    assert!(stdout(&out).ends_with("i\nİ\n"), "{}", stderr(&out));
+}
+
+/// The `notice` rows a statement printed in `--format ndjson`.
+fn notices(output: &Output) -> Vec<String> {
+    stdout(output)
+        .lines()
+        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+        .filter_map(|row| row.get("notice")?.as_str().map(str::to_string))
+        .collect()
+}
+
+/// The `lakestream-cli ...` command a notice advises, as arguments, split as
+/// a POSIX shell splits them (single quotes only). It ends at the first `,`
+/// or `;` outside quotes.
+fn advised_command(notice: &str) -> Vec<String> {
+    let start = notice
+        .find("lakestream-cli ")
+        .unwrap_or_else(|| panic!("no lakestream-cli command in: {notice}"));
+    let mut args = Vec::new();
+    let mut current = String::new();
+    let mut quoted = false;
+    for c in notice[start + "lakestream-cli ".len()..].chars() {
+        match c {
+            '\'' => quoted = !quoted,
+            ' ' if !quoted => {
+                if !current.is_empty() {
+                    args.push(std::mem::take(&mut current));
+                }
+            }
+            ',' | ';' if !quoted => break,
+            c => current.push(c),
+        }
+    }
+    if !current.is_empty() {
+        args.push(current);
+    }
+    args
+}
+
+/// `SELECT count(*)` of `table` in `warehouse`, read from Paimon.
+fn paimon_count(warehouse: &Path, table: &str, extra: &[&str]) -> String {
+    let sql = format!("SELECT count(*) AS n FROM {table}");
+    let mut args = vec!["-q", "--format", "csv"];
+    args.extend_from_slice(extra);
+    args.extend_from_slice(&["-c", &sql]);
+    let out = cli(warehouse, &args);
+    assert!(out.status.success(), "{sql}: {}", stderr(&out));
+    stdout(&out).trim_start_matches("n\n").trim().to_string()
+}
+
+#[test]
+fn tier_takes_any_name_sql_accepts() {
+    let dir = tempfile::tempdir().unwrap();
+    let setup = cli(
+        dir.path(),
+        &[
+            "-q",
+            "--option",
+            "local.tier-interval=off",
+            "-c",
+            "CREATE TABLE \"MyTable\" (id INT) WITH ('lakestream.enabled' = 'true'); \
+             CREATE TABLE \"my.table\" (id INT) WITH ('lakestream.enabled' = 'true'); \
+             CREATE TABLE \"Ünï code\" (id INT) WITH ('lakestream.enabled' = 'true'); \
+             INSERT INTO \"MyTable\" VALUES (1), (2); INSERT INTO \"my.table\" VALUES (3); \
+             INSERT INTO \"Ünï code\" VALUES (4)",
+        ],
+    );
+    assert!(setup.status.success(), "{}", stderr(&setup));
+
+    // An unquoted name is lower-cased, as in SQL: the error says how to keep the case.
+    let out = cli(
+        dir.path(),
+        &["tier", "--once", "--table", "default.MyTable"],
+    );
+    assert!(!out.status.success(), "{}", stdout(&out));
+    assert!(
+        stderr(&out).contains("default.\"MyTable\""),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!panicked(&out), "{}", stderr(&out));
+    let out = cli(dir.path(), &["tier", "--once", "--table", "a.b.c.d"]);
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("is not a table name"),
+        "{}",
+        stderr(&out)
+    );
+
+    // Quoted names keep their case and dots, with or without the database
+    // and the catalog.
+    let out = cli(
+        dir.path(),
+        &["tier", "--once", "--table", "default.\"MyTable\""],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains("tiered 2 rows of default.\"MyTable\""),
+        "{}",
+        stdout(&out)
+    );
+    let out = cli(
+        dir.path(),
+        &["tier", "--once", "--table", "paimon.default.\"my.table\""],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains("tiered 1 rows of default.\"my.table\""),
+        "{}",
+        stdout(&out)
+    );
+    assert_eq!(paimon_count(dir.path(), "\"MyTable\"", &[]), "2");
+    assert_eq!(paimon_count(dir.path(), "\"my.table\"", &[]), "1");
+
+    // The service's own round (every lake-stream table) tiers them too.
+    let out = cli(dir.path(), &["tier", "--once"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains("tiered 1 rows of default.\"Ünï code\""),
+        "{}",
+        stdout(&out)
+    );
+    assert_eq!(paimon_count(dir.path(), "\"Ünï code\"", &[]), "1");
+}
+
+#[test]
+fn tier_once_fails_when_a_table_fails() {
+    let dir = tempfile::tempdir().unwrap();
+    let setup = cli(
+        dir.path(),
+        &[
+            "-q",
+            "--option",
+            "local.tier-interval=off",
+            "-c",
+            "CREATE TABLE a (id INT) WITH ('lakestream.enabled' = 'true'); \
+             INSERT INTO a VALUES (1), (2)",
+        ],
+    );
+    assert!(setup.status.success(), "{}", stderr(&setup));
+    // One table that does not exist: the others are tiered, and the exit
+    // status says that not all were.
+    let out = cli(
+        dir.path(),
+        &[
+            "tier",
+            "--once",
+            "--table",
+            "default.a",
+            "--table",
+            "default.nope",
+        ],
+    );
+    assert!(!out.status.success(), "{}", stderr(&out));
+    assert!(stderr(&out).contains("default.nope"), "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains("tiered 2 rows of default.a"),
+        "{}",
+        stdout(&out)
+    );
+    // A catalog that names no store cannot tier a lake-stream table.
+    let out = cli(
+        dir.path(),
+        &["--store", "none", "tier", "--once", "--table", "default.a"],
+    );
+    assert!(!out.status.success(), "{}", stderr(&out));
+    assert!(stderr(&out).contains("needs a store"), "{}", stderr(&out));
+    // Every table tiered: success.
+    let out = cli(dir.path(), &["tier", "--once", "--table", "default.a"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+}
+
+#[test]
+fn turning_off_without_a_store_says_rows_may_wait_and_its_advice_tiers_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let setup = cli(
+        dir.path(),
+        &[
+            "-q",
+            "--option",
+            "local.tier-interval=off",
+            "-c",
+            "CREATE TABLE t (id INT) WITH ('lakestream.enabled' = 'true'); \
+             INSERT INTO t VALUES (1), (2)",
+        ],
+    );
+    assert!(setup.status.success(), "{}", stderr(&setup));
+    let off = cli(
+        dir.path(),
+        &[
+            "--store",
+            "none",
+            "-q",
+            "--format",
+            "ndjson",
+            "-c",
+            "ALTER TABLE t SET TBLPROPERTIES ('lakestream.enabled' = 'false')",
+        ],
+    );
+    assert!(off.status.success(), "{}", stderr(&off));
+    let notices = notices(&off);
+    let [notice] = notices.as_slice() else {
+        panic!("expected one notice, got {notices:?}: {}", stdout(&off));
+    };
+    assert!(notice.contains("names no store"), "{notice}");
+    assert!(notice.contains("may still wait"), "{notice}");
+    assert_eq!(paimon_count(dir.path(), "t", &["--store", "none"]), "0");
+
+    // Follow the advice: name the store the table used.
+    let args: Vec<String> = advised_command(notice)
+        .into_iter()
+        .map(|a| a.replace("<store>", "local"))
+        .collect();
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = cli(dir.path(), &args);
+    assert!(out.status.success(), "{args:?}: {}", stderr(&out));
+    assert!(
+        stdout(&out).contains("tiered 2 rows of default.t"),
+        "{}",
+        stdout(&out)
+    );
+    assert_eq!(paimon_count(dir.path(), "t", &["--store", "none"]), "2");
+    // Nothing is tiered twice.
+    let out = cli(dir.path(), &args);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(paimon_count(dir.path(), "t", &[]), "2");
+}
+
+#[test]
+fn turning_off_while_the_store_is_down_says_the_count_is_unknown_and_its_advice_tiers() {
+    let dir = tempfile::tempdir().unwrap();
+    let warehouse = dir.path().join("wh");
+    let store = format!("local.path={}", dir.path().join("store").display());
+    let not_a_dir = dir.path().join("file");
+    std::fs::write(&not_a_dir, "").unwrap();
+    let down = format!("local.path={}", not_a_dir.join("store").display());
+    let setup = cli(
+        &warehouse,
+        &[
+            "-q",
+            "--option",
+            &store,
+            "--option",
+            "local.tier-interval=off",
+            "-c",
+            "CREATE TABLE \"Waits\" (id INT) WITH ('lakestream.enabled' = 'true'); \
+             INSERT INTO \"Waits\" VALUES (1), (2), (3)",
+        ],
+    );
+    assert!(setup.status.success(), "{}", stderr(&setup));
+    let off = cli(
+        &warehouse,
+        &[
+            "--option",
+            &down,
+            "-q",
+            "--format",
+            "ndjson",
+            "-c",
+            "ALTER TABLE \"Waits\" SET TBLPROPERTIES ('lakestream.enabled' = 'false')",
+        ],
+    );
+    assert!(off.status.success(), "{}", stderr(&off));
+    let notices = notices(&off);
+    let [notice] = notices.as_slice() else {
+        panic!("expected one notice, got {notices:?}: {}", stdout(&off));
+    };
+    assert!(!notice.contains("rows not yet tiered"), "{notice}");
+    assert!(
+        notice.contains("how many rows wait in it is unknown"),
+        "{notice}"
+    );
+    assert!(notice.contains("could not be reached"), "{notice}");
+
+    // Follow the advice once the store is back.
+    let mut args = vec!["--option".to_string(), store.clone()];
+    args.extend(advised_command(notice));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = cli(&warehouse, &args);
+    assert!(out.status.success(), "{args:?}: {}", stderr(&out));
+    assert!(
+        stdout(&out).contains("tiered 3 rows of default.\"Waits\""),
+        "{}",
+        stdout(&out)
+    );
+    assert_eq!(
+        paimon_count(&warehouse, "\"Waits\"", &["--option", &store]),
+        "3"
+    );
+}

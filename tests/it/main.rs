@@ -15,3 +15,4 @@ mod rest_smoke;
 mod shell;
 mod slt;
 mod support;
+mod text_input;
