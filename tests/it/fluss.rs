@@ -787,3 +787,144 @@ async fn the_fluss_walkthrough_runs() {
         "{notice:?}"
     );
 }
+
+/// Two contexts on one cluster and warehouse are two processes, each with a
+/// store of its own. What one of them caches about a table (writers, table
+/// handles, ids, schemas) never serves a table the other dropped and created
+/// again: the first write after the re-create goes to the new table, a read
+/// shows only the new table's rows, and errors about missing or replaced
+/// tables say what happened.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn another_process_dropping_and_creating_a_table_is_seen() {
+    let cluster = tokio::task::spawn_blocking(cluster).await.expect("cluster");
+    let harness = FlussHarness::on(cluster);
+    let (warehouse, a) = open(&harness, StoreCondition::Reachable).await;
+    let b = harness.open(&warehouse, StoreCondition::Reachable).await;
+
+    // A log table created again with another column, and a primary-key
+    // table created again with the same shape.
+    let tables = [
+        (
+            "fx_again_log",
+            "(id INT) WITH ('lakestream.enabled' = 'true')",
+            "(id INT, v STRING) WITH ('lakestream.enabled' = 'true')",
+            ["(1)", "(2)", "(3)"],
+            ["(100, 'new')", "(4, 'a')", "(5, 'a')"],
+            vec!["100|new", "4|a"],
+        ),
+        (
+            "fx_again_kv",
+            "(k INT NOT NULL, v STRING, PRIMARY KEY (k)) \
+             WITH ('bucket' = '2', 'lakestream.enabled' = 'true')",
+            "(k INT NOT NULL, v STRING, PRIMARY KEY (k)) \
+             WITH ('bucket' = '2', 'lakestream.enabled' = 'true')",
+            ["(1, 'old')", "(2, 'old')", "(3, 'old')"],
+            ["(100, 'new')", "(4, 'a')", "(5, 'a')"],
+            vec!["100|new", "4|a"],
+        ),
+    ];
+    for (name, old, new, old_rows, new_rows, expected) in tables {
+        // A creates the table, writes and reads: its store now holds a
+        // writer and has read the table's log.
+        run(&a, &format!("CREATE TABLE {name} {old}")).await;
+        run(&a, &format!("INSERT INTO {name} VALUES {}", old_rows[0])).await;
+        run(&a, &format!("INSERT INTO {name} VALUES {}", old_rows[1])).await;
+        assert_eq!(
+            lines(&run(&a, &format!("SELECT * FROM {name}$rt")).await).len(),
+            2,
+            "{name}"
+        );
+        // A read A planned before the re-create, run after it.
+        let planned = a
+            .sql(&format!("SELECT * FROM {name}$rt"))
+            .await
+            .expect("plan the read");
+        let task = Arc::new(planned.task_ctx());
+        let plan = planned.create_physical_plan().await.expect("physical plan");
+
+        // Another process drops the table and creates it again.
+        run(&b, &format!("DROP TABLE {name}")).await;
+        run(&b, &format!("CREATE TABLE {name} {new}")).await;
+        run(&b, &format!("INSERT INTO {name} VALUES {}", new_rows[0])).await;
+
+        // A's next write goes to the new table, the first time.
+        let sql = format!("INSERT INTO {name} VALUES {}", new_rows[1]);
+        if let Err(e) = query(&a, &sql).await {
+            panic!("{sql}: the first write after another process re-created {name}: {e}");
+        }
+        // Only the new table's rows, in both processes.
+        let rt = format!("SELECT * FROM {name}$rt");
+        assert_eq!(lines(&run(&a, &rt).await), expected, "{name} from A");
+        assert_eq!(lines(&run(&b, &rt).await), expected, "{name} from B");
+
+        // The read planned on the old table does not serve its rows, and its
+        // error says why rather than advising to attach the table.
+        match datafusion::physical_plan::collect(plan, task).await {
+            Ok(batches) => panic!(
+                "{name}: a read planned before the re-create returned {:?}",
+                lines(&batches)
+            ),
+            Err(e) => {
+                let e = e.to_string();
+                assert!(e.contains("dropped and created again"), "{name}: {e}");
+                assert!(e.contains("Run the query again"), "{name}: {e}");
+                assert!(!e.contains("Turning the mode on"), "{name}: {e}");
+            }
+        }
+
+        // The Fluss table alone dropped behind A's back: A's write says the
+        // store has no table, and the advice it gives works.
+        let connection = cluster.connection().await;
+        connection
+            .get_admin()
+            .expect("admin")
+            .drop_table(&TablePath::new("default", name), false)
+            .await
+            .expect("drop the Fluss table");
+        let error = fails(&a, &format!("INSERT INTO {name} VALUES {}", new_rows[2])).await;
+        assert!(error.contains("has no table for"), "{name}: {error}");
+        let advice =
+            format!("ALTER TABLE default.{name} SET TBLPROPERTIES ('lakestream.enabled'='true')");
+        assert!(error.contains(&advice), "{name}: {error}");
+        run(&a, &advice).await;
+        run(&a, &format!("INSERT INTO {name} VALUES {}", new_rows[2])).await;
+        assert_eq!(
+            lines(&run(&b, &rt).await),
+            vec![new_rows[2]
+                .trim_matches(|c| c == '(' || c == ')')
+                .replace(", ", "|")
+                .replace('\'', "")],
+            "{name}: the re-attached table starts from Paimon, which holds nothing yet"
+        );
+
+        // A read and a write A planned, then B drops the table: both say
+        // the table was dropped, and neither advises attaching it.
+        let read = a.sql(&rt).await.expect("plan the read");
+        let task = Arc::new(read.task_ctx());
+        let read = read.create_physical_plan().await.expect("physical plan");
+        let insert = a
+            .sql(&format!("INSERT INTO {name} VALUES {}", new_rows[1]))
+            .await
+            .expect("plan the insert");
+        run(&b, &format!("DROP TABLE {name}")).await;
+        let error = match datafusion::physical_plan::collect(read, task).await {
+            Ok(batches) => panic!("{name}: read a dropped table: {:?}", lines(&batches)),
+            Err(e) => e.to_string(),
+        };
+        assert!(
+            error.contains("was dropped after this read was planned"),
+            "{name}: {error}"
+        );
+        assert!(!error.contains("Turning the mode on"), "{name}: {error}");
+        let error = match insert.collect().await {
+            Ok(_) => panic!("{name}: wrote to a dropped table"),
+            Err(e) => e.to_string(),
+        };
+        assert!(
+            error.contains("was dropped after this statement was planned"),
+            "{name}: {error}"
+        );
+        assert!(error.contains("nothing was written"), "{name}: {error}");
+        assert!(!error.contains("Turning the mode on"), "{name}: {error}");
+    }
+}

@@ -158,7 +158,7 @@ impl LogReader {
     fn bounded_batches(self, ranges: Vec<BucketRange>) -> BatchStream {
         let this = self.clone();
         let setup = async move {
-            let table = this.target.table(&this.connection, this.table_id).await?;
+            let table = this.target.planned(&this.connection, this.table_id).await?;
             let scanner = table
                 .new_scan()
                 .create_record_batch_log_scanner()
@@ -193,7 +193,7 @@ impl LogReader {
     fn following_batches(self, ranges: Vec<BucketRange>) -> BatchStream {
         let this = self.clone();
         let setup = async move {
-            let table = this.target.table(&this.connection, this.table_id).await?;
+            let table = this.target.planned(&this.connection, this.table_id).await?;
             let scanner = table
                 .new_scan()
                 .create_record_batch_log_scanner()
@@ -227,7 +227,7 @@ impl LogReader {
     fn changes(self, ranges: Vec<BucketRange>, bounded: bool) -> BatchStream {
         let this = self.clone();
         let setup = async move {
-            let table = this.target.table(&this.connection, this.table_id).await?;
+            let table = this.target.planned(&this.connection, this.table_id).await?;
             let scanner = table
                 .new_scan()
                 .create_log_scanner()

@@ -10,6 +10,13 @@
 //!   Paimon snapshot and, per bucket, the log offset tiering has reached
 //!   (exclusive); the log is read from there to the latest offset fixed now.
 //! - Writes go through fluss-rs and return once Fluss acknowledged them.
+//! - A table's identity is its Fluss table id, which a `DROP`/`CREATE` in any
+//!   process changes. Nothing cached serves another id: every write asks
+//!   Fluss's coordinator which table (and schema) the path names and replaces
+//!   a writer made for another, and a read stays on the id it was planned on.
+//!   A write that sent nothing before finding its table re-created is tried
+//!   once more; one that had sent rows is not, and its error says what
+//!   became of them (gone with the dropped table, or unknown).
 //!
 //! fluss-rs speaks arrow 59; [`arrow_bridge`] crosses to arrow 58.
 
@@ -105,6 +112,47 @@ pub enum FlussStoreError {
     /// A batch could not cross between the arrow versions.
     #[error(transparent)]
     Bridge(#[from] arrow_bridge::BridgeError),
+    /// The Fluss table a statement found is gone: another statement or
+    /// process dropped it (and perhaps created it again) since.
+    #[error(
+        "the Fluss table '{table}' was {change} {when}, by another statement or process: \
+         {consequence}"
+    )]
+    Replaced {
+        /// The table's full name.
+        table: String,
+        /// `dropped`, `dropped and created again`, ...
+        change: String,
+        /// Since when: `after this read was planned`, `while this write ran`.
+        when: String,
+        /// What that means for the statement, and what to do.
+        consequence: String,
+    },
+    /// The Paimon table was dropped after the statement was planned.
+    #[error(
+        "table '{table}' was dropped after this statement was planned, by another statement or \
+         process, and its Fluss table with it: nothing was {what}"
+    )]
+    Dropped {
+        /// The table's full name.
+        table: String,
+        /// `read`, `written`.
+        what: String,
+    },
+    /// A write failed after some of its rows may have reached Fluss.
+    #[error(
+        "the write to '{table}' failed after its rows were handed to the Fluss cluster at \
+         '{servers}', so its outcome is unknown: Fluss may hold none, some or all of them. \
+         Check with SELECT * FROM {table}$rt before writing them again. The failure: {cause}"
+    )]
+    OutcomeUnknown {
+        /// The table's full name.
+        table: String,
+        /// The bootstrap servers.
+        servers: String,
+        /// What failed.
+        cause: String,
+    },
 }
 
 impl From<FlussStoreError> for Error {
@@ -278,6 +326,9 @@ pub(crate) struct Target {
     pub(crate) servers: String,
     pub(crate) request_timeout: Duration,
     pub(crate) primary_key: bool,
+    /// Whether a read was planned on the table: a table missing after that
+    /// was dropped since, not never attached.
+    pub(crate) planned: bool,
 }
 
 impl fmt::Debug for Target {
@@ -290,19 +341,25 @@ impl fmt::Debug for Target {
 
 impl Target {
     /// A fluss-rs error as the crate's: a missing table, an unreachable
-    /// cluster (named by its bootstrap servers), or a failure.
+    /// cluster (named by its bootstrap servers), or a failure. A table
+    /// missing under a planned read was dropped after the planning.
     pub(crate) fn fluss_error(&self, operation: &str, error: fluss::error::Error) -> Error {
-        match error.api_error() {
-            Some(FlussError::TableNotExist | FlussError::DatabaseNotExist) => {
-                return Error::StoreTableMissing {
+        if is_gone(&error) {
+            return if self.planned {
+                self.replaced(
+                    "dropped (and perhaps created again)",
+                    AFTER_PLANNING,
+                    RUN_THE_READ_AGAIN,
+                )
+            } else {
+                Error::StoreTableMissing {
                     store: IDENTIFIER.to_string(),
                     table: self.name.clone(),
                 }
-            }
-            Some(FlussError::NetworkException) => {
-                return self.unavailable(operation, describe(&error))
-            }
-            _ => {}
+            };
+        }
+        if error.api_error() == Some(FlussError::NetworkException) {
+            return self.unavailable(operation, describe(&error));
         }
         match error {
             fluss::error::Error::RpcError { .. }
@@ -317,6 +374,18 @@ impl Target {
             }
             .into(),
         }
+    }
+
+    /// The error of a statement whose Fluss table was dropped (`change`
+    /// says how) `when`.
+    pub(crate) fn replaced(&self, change: &str, when: &str, consequence: &str) -> Error {
+        FlussStoreError::Replaced {
+            table: self.name.clone(),
+            change: change.to_string(),
+            when: when.to_string(),
+            consequence: consequence.to_string(),
+        }
+        .into()
     }
 
     pub(crate) fn unavailable(&self, operation: &str, reason: impl fmt::Display) -> Error {
@@ -388,23 +457,103 @@ impl Target {
         }
     }
 
-    /// The Fluss table, checked to be the one the read was planned on.
+    /// A handle of the Fluss table `table_id`: the one a read was planned on,
+    /// or the one Fluss's coordinator named for a write. The handle comes from
+    /// the connection's metadata, which a tablet server may answer from a
+    /// view older than the coordinator's; an older id or no table is asked of
+    /// the coordinator, and tried again while it still names `table_id`. A
+    /// table dropped (or dropped and created again) since is an error that
+    /// says so, `when` and with what `consequence`.
     pub(crate) async fn table<'c>(
         &self,
         connection: &'c FlussConnection,
         table_id: i64,
+        when: &str,
+        consequence: &str,
     ) -> Result<FlussTable<'c>> {
-        let table = self
-            .bounded("open", connection.get_table(&self.path))
-            .await?;
-        if table.get_table_info().get_table_id() != table_id {
-            return Err(self.unavailable(
-                "read",
-                "the Fluss table was dropped and created again since the read was planned",
-            ));
+        let deadline = tokio::time::Instant::now() + self.request_timeout;
+        let mut pause = Duration::from_millis(50);
+        loop {
+            let seen = match tokio::time::timeout_at(deadline, connection.get_table(&self.path))
+                .await
+                .map_err(|_| self.no_answer("open"))?
+            {
+                Ok(table) if table.get_table_info().get_table_id() == table_id => return Ok(table),
+                Ok(table) => Ok(Some(table.get_table_info().get_table_id())),
+                Err(e) if is_gone(&e) => Ok(None),
+                // A tablet server reports a table dropped under it in other
+                // ways too (an unknown error wrapping Fluss's "does not
+                // exist"): the coordinator decides.
+                Err(e) => Err(e),
+            };
+            // Table ids only grow: a newer one means the table was created again.
+            if matches!(seen, Ok(Some(id)) if id > table_id) {
+                return Err(self.replaced("dropped and created again", when, consequence));
+            }
+            let admin = connection
+                .get_admin()
+                .map_err(|e| self.fluss_error("reach", e))?;
+            let current = match tokio::time::timeout_at(deadline, admin.get_table_info(&self.path))
+                .await
+                .map_err(|_| self.no_answer("describe"))?
+            {
+                Ok(info) => Some(info.get_table_id()),
+                Err(e) if is_gone(&e) => None,
+                Err(e) => return Err(self.fluss_error("describe", e)),
+            };
+            match current {
+                None => return Err(self.replaced("dropped", when, consequence)),
+                Some(id) if id != table_id => {
+                    return Err(self.replaced("dropped and created again", when, consequence))
+                }
+                Some(_) => {}
+            }
+            // The coordinator still names the table: an error was about
+            // something else, and an older id or no table is metadata that
+            // has not caught up yet.
+            let seen = seen.map_err(|e| self.fluss_error("open", e))?;
+            if tokio::time::Instant::now() + pause >= deadline {
+                return Err(self.unavailable(
+                    "open",
+                    format!(
+                        "Fluss's coordinator names table id {table_id}, but the metadata its \
+                         tablet servers give still {} after {:?} (fluss.client.request-timeout)",
+                        seen.map_or("has no such table".to_string(), |id| format!(
+                            "names table id {id}"
+                        )),
+                        self.request_timeout
+                    ),
+                ));
+            }
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(Duration::from_secs(1));
         }
-        Ok(table)
     }
+
+    /// A handle of the Fluss table a read was planned on.
+    pub(crate) async fn planned<'c>(
+        &self,
+        connection: &'c FlussConnection,
+        table_id: i64,
+    ) -> Result<FlussTable<'c>> {
+        self.table(connection, table_id, AFTER_PLANNING, RUN_THE_READ_AGAIN)
+            .await
+    }
+}
+
+/// Since when a planned read's table may have changed.
+const AFTER_PLANNING: &str = "after this read was planned";
+/// What a read whose table changed after planning should do.
+const RUN_THE_READ_AGAIN: &str =
+    "the rows the read planned went with the dropped table. Run the query again to read the \
+     table as it is now";
+
+/// Whether a fluss-rs error says the table (or its database) does not exist.
+fn is_gone(error: &fluss::error::Error) -> bool {
+    matches!(
+        error.api_error(),
+        Some(FlussError::TableNotExist | FlussError::DatabaseNotExist)
+    )
 }
 
 /// Whether a fluss-rs error says "not yet" rather than "no".
@@ -420,8 +569,9 @@ fn is_transient(error: &fluss::error::Error) -> bool {
     }
 }
 
-/// A cached writer of one table.
+/// A cached writer of one table, for one incarnation of it.
 struct Writer {
+    incarnation: Incarnation,
     kind: WriterKind,
     row_type: Arc<RowType>,
     /// The Arrow form fluss-rs takes the rows in.
@@ -433,6 +583,53 @@ enum WriterKind {
     Upsert(UpsertWriter),
 }
 
+/// What a cached writer was made for: the Fluss table (its id, which another
+/// process's `DROP`/`CREATE` changes, and its schema) and the Paimon schema
+/// its rows come in. A writer serves a write only while Fluss and Paimon
+/// still have these.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Incarnation {
+    table_id: i64,
+    schema_id: i32,
+    paimon_schema_id: i64,
+}
+
+impl Incarnation {
+    fn of(info: &TableInfo, table: &Table) -> Self {
+        Self {
+            table_id: info.get_table_id(),
+            schema_id: info.get_schema_id(),
+            paimon_schema_id: table.schema().id(),
+        }
+    }
+}
+
+/// A write that failed: whether any of its rows may have left this process,
+/// and whether Fluss said the table is gone.
+struct SendFailure {
+    error: Error,
+    sent: bool,
+    gone: bool,
+}
+
+impl SendFailure {
+    fn before_sending(error: Error) -> Self {
+        Self {
+            error,
+            sent: false,
+            gone: false,
+        }
+    }
+}
+
+/// Since when a write's table may have changed.
+const WHILE_WRITING: &str = "while this write ran";
+/// What a write whose table changed before it sent anything should do.
+const NOTHING_WRITTEN: &str = "nothing was written. Run the statement again";
+/// What a write whose table changed after it sent rows should do.
+const SENT_TO_DROPPED: &str = "the rows it sent went with the dropped table, and none of them is \
+     in the table now. Run the statement again to write them to the table as it is now";
+
 impl FlussStore {
     fn target(&self, table: &Table) -> Result<Target> {
         let identifier = table.identifier();
@@ -442,6 +639,7 @@ impl FlussStore {
             servers: self.options.bootstrap().to_string(),
             request_timeout: self.options.request_timeout,
             primary_key: !table.schema().primary_keys().is_empty(),
+            planned: false,
         })
     }
 
@@ -635,20 +833,36 @@ impl FlussStore {
         let mut rows = frame.execute_stream().await?;
         let writer = self.writer(table, target).await?;
         while let Some(batch) = futures::StreamExt::next(&mut rows).await {
-            self.send(target, &writer, WriteKind::Upsert, vec![batch?])
-                .await?;
+            self.send(target, &writer, WriteKind::Upsert, &[batch?])
+                .await
+                .map_err(|failure| failure.error)?;
         }
         Ok(())
     }
 
+    /// The writer of the Fluss table that `table`'s path names now. Fluss's
+    /// coordinator is asked which table that is on every write: a writer
+    /// cached for an older incarnation (another process dropped and created
+    /// the table again) or schema is dropped and a new one made.
     async fn writer(&self, table: &Table, target: &Target) -> Result<Arc<Writer>> {
+        let current = self.table_info(target).await?;
+        let wanted = Incarnation::of(&current, table);
         let mut writers = self.writers.lock().await;
-        if let Some(writer) = writers.get(table.identifier()) {
-            return Ok(Arc::clone(writer));
+        match writers.get(table.identifier()) {
+            Some(writer) if writer.incarnation == wanted => return Ok(Arc::clone(writer)),
+            Some(_) => {
+                writers.remove(table.identifier());
+            }
+            None => {}
         }
         let shape = FlussShape::of(table)?;
         let fluss_table = target
-            .bounded("open", self.connection.get_table(&target.path))
+            .table(
+                &self.connection,
+                current.get_table_id(),
+                WHILE_WRITING,
+                NOTHING_WRITTEN,
+            )
             .await?;
         let info = fluss_table.get_table_info();
         if let Some(reason) = shape.mismatch(info) {
@@ -679,6 +893,7 @@ impl FlussStore {
                 reason,
             })?;
         let writer = Arc::new(Writer {
+            incarnation: Incarnation::of(info, table),
             kind,
             row_type: Arc::new(info.get_row_type().clone()),
             arrow_schema,
@@ -691,34 +906,67 @@ impl FlussStore {
         self.writers.lock().await.remove(identifier);
     }
 
-    /// Queues `batches` on `writer` and waits until Fluss acknowledged every row.
+    /// Forgets `writer` if it is still the one cached for `identifier`.
+    async fn forget_this_writer(&self, identifier: &Identifier, writer: &Arc<Writer>) {
+        let mut writers = self.writers.lock().await;
+        if writers
+            .get(identifier)
+            .is_some_and(|cached| Arc::ptr_eq(cached, writer))
+        {
+            writers.remove(identifier);
+        }
+    }
+
+    /// Queues `batches` on `writer` and waits until Fluss acknowledged every
+    /// row. Every batch is converted before the first is queued, so a batch
+    /// that does not convert sends nothing.
     async fn send(
         &self,
         target: &Target,
         writer: &Writer,
         kind: WriteKind,
-        batches: Vec<RecordBatch>,
-    ) -> Result<u64> {
-        let mut pending = Vec::new();
+        batches: &[RecordBatch],
+    ) -> std::result::Result<u64, SendFailure> {
+        let mut converted = Vec::new();
         let mut rows = 0u64;
         for batch in batches {
             if batch.num_rows() == 0 {
                 continue;
             }
             rows += batch.num_rows() as u64;
-            let batch = arrow_bridge::to_arrow59(&conform(&batch, &writer.arrow_schema)?)
-                .map_err(FlussStoreError::from)?;
+            let batch = conform(batch, &writer.arrow_schema)
+                .and_then(|b| {
+                    arrow_bridge::to_arrow59(&b).map_err(|e| FlussStoreError::from(e).into())
+                })
+                .map_err(SendFailure::before_sending)?;
+            converted.push(batch);
+        }
+        let mut pending = Vec::new();
+        // Once a row is queued, fluss-rs may send it at any moment.
+        let failed = |pending: &Vec<_>, e: fluss::error::Error| SendFailure {
+            gone: is_gone(&e),
+            sent: !pending.is_empty(),
+            error: target.fluss_error("write", e),
+        };
+        for batch in converted {
             match (&writer.kind, kind) {
-                (WriterKind::Append(append), WriteKind::Append) => pending.push(
-                    append
-                        .append_arrow_batch(batch)
-                        .map_err(|e| target.fluss_error("write", e))?,
-                ),
+                (WriterKind::Append(append), WriteKind::Append) => {
+                    match append.append_arrow_batch(batch) {
+                        Ok(queued) => pending.push(queued),
+                        Err(e) => return Err(failed(&pending, e)),
+                    }
+                }
                 (WriterKind::Upsert(upsert), WriteKind::Upsert | WriteKind::Delete) => {
                     let count = batch.num_rows();
-                    let mut row =
-                        ColumnarRow::new(Arc::new(batch), Arc::clone(&writer.row_type), 0, None)
-                            .map_err(|e| target.fluss_error("write", e))?;
+                    let mut row = match ColumnarRow::new(
+                        Arc::new(batch),
+                        Arc::clone(&writer.row_type),
+                        0,
+                        None,
+                    ) {
+                        Ok(row) => row,
+                        Err(e) => return Err(failed(&pending, e)),
+                    };
                     for i in 0..count {
                         row.set_row_id(i);
                         let queued = if kind == WriteKind::Delete {
@@ -726,30 +974,147 @@ impl FlussStore {
                         } else {
                             upsert.upsert(&row)
                         };
-                        pending.push(queued.map_err(|e| target.fluss_error("write", e))?);
+                        match queued {
+                            Ok(queued) => pending.push(queued),
+                            Err(e) => return Err(failed(&pending, e)),
+                        }
                     }
                 }
                 _ => {
-                    return Err(Error::Internal(format!(
+                    return Err(SendFailure::before_sending(Error::Internal(format!(
                         "{kind:?} does not fit the Fluss table '{}'",
                         target.name
-                    )))
+                    ))))
                 }
             }
         }
         // Send now rather than when the batch timeout fires; each row's own
         // future then says whether Fluss acknowledged it.
-        let flush = async {
+        let sent = |error: Error| SendFailure {
+            error,
+            sent: true,
+            gone: false,
+        };
+        let acknowledged = async {
             match &writer.kind {
-                WriterKind::Append(append) => append.flush().await,
-                WriterKind::Upsert(upsert) => upsert.flush().await,
+                WriterKind::Append(append) => append.flush().await?,
+                WriterKind::Upsert(upsert) => upsert.flush().await?,
+            }
+            futures::future::try_join_all(pending).await
+        };
+        match target.answer("write", acknowledged).await.map_err(sent)? {
+            Ok(_) => Ok(rows),
+            Err(e) => Err(SendFailure {
+                gone: is_gone(&e),
+                sent: true,
+                error: target.fluss_error("write", e),
+            }),
+        }
+    }
+
+    /// Writes `batches` with the writer of the table as it is now. A write
+    /// whose table was dropped or created again before it sent anything is
+    /// tried once more with a new writer; one that had sent rows is not: its
+    /// error says what happened to them.
+    async fn write_rows(
+        &self,
+        table: &Table,
+        target: &Target,
+        kind: WriteKind,
+        batches: &[RecordBatch],
+    ) -> Result<u64> {
+        let mut tries = 0;
+        loop {
+            tries += 1;
+            let writer = match self.writer(table, target).await {
+                Ok(writer) => writer,
+                Err(e) if tries == 1 && is_replaced(&e) => continue,
+                Err(e) => return Err(self.explain_missing(table, target, e, "written").await),
+            };
+            let failure = match self.send(target, &writer, kind, batches).await {
+                Ok(rows) => return Ok(rows),
+                Err(failure) => failure,
+            };
+            // The next write opens the table afresh (the writer may be broken).
+            self.forget_this_writer(table.identifier(), &writer).await;
+            match failure {
+                SendFailure {
+                    sent: false,
+                    gone: true,
+                    ..
+                } if tries == 1 => continue,
+                SendFailure {
+                    error, sent: false, ..
+                } => return Err(self.explain_missing(table, target, error, "written").await),
+                SendFailure {
+                    error, gone: true, ..
+                } => return Err(self.after_sending_to_gone(target, &writer, error).await),
+                SendFailure { error, .. } => {
+                    return Err(FlussStoreError::OutcomeUnknown {
+                        table: target.name.clone(),
+                        servers: target.servers.clone(),
+                        cause: error.to_string(),
+                    }
+                    .into())
+                }
+            }
+        }
+    }
+
+    /// The error of a write that had sent rows when Fluss said the table is
+    /// gone: rows sent to a dropped table are in no table that exists, which
+    /// the coordinator confirms; if it still has the writer's table, the
+    /// outcome is unknown.
+    async fn after_sending_to_gone(&self, target: &Target, writer: &Writer, error: Error) -> Error {
+        let change = match self.table_info(target).await {
+            Err(Error::StoreTableMissing { .. }) => "dropped",
+            Ok(info) if info.get_table_id() != writer.incarnation.table_id => {
+                "dropped and created again"
+            }
+            _ => {
+                return FlussStoreError::OutcomeUnknown {
+                    table: target.name.clone(),
+                    servers: target.servers.clone(),
+                    cause: error.to_string(),
+                }
+                .into()
             }
         };
-        target.bounded("write", flush).await?;
-        target
-            .bounded("write", futures::future::try_join_all(pending))
-            .await?;
-        Ok(rows)
+        target.replaced(change, WHILE_WRITING, SENT_TO_DROPPED)
+    }
+
+    /// A missing Fluss table as the truth: if the Paimon table was dropped
+    /// too, the statement's table is gone; if it is still there, turning the
+    /// mode on attaches a Fluss table, as [`Error::StoreTableMissing`] advises.
+    async fn explain_missing(
+        &self,
+        table: &Table,
+        target: &Target,
+        error: Error,
+        what: &str,
+    ) -> Error {
+        if !matches!(error, Error::StoreTableMissing { .. }) {
+            return error;
+        }
+        match self.catalog.get_table(table.identifier()).await {
+            Err(paimon::Error::TableNotExist { .. }) => FlussStoreError::Dropped {
+                table: target.name.clone(),
+                what: what.to_string(),
+            }
+            .into(),
+            _ => error,
+        }
+    }
+}
+
+/// Whether `error` is a [`FlussStoreError::Replaced`].
+fn is_replaced(error: &Error) -> bool {
+    match error {
+        Error::StoreFailed { source, .. } => matches!(
+            source.downcast_ref::<FlussStoreError>(),
+            Some(FlussStoreError::Replaced { .. })
+        ),
+        _ => false,
     }
 }
 
@@ -847,6 +1212,7 @@ impl LakestreamStore for FlussStore {
             servers: self.options.bootstrap().to_string(),
             request_timeout: self.options.request_timeout,
             primary_key: false,
+            planned: false,
         };
         let admin = self
             .connection
@@ -862,7 +1228,30 @@ impl LakestreamStore for FlussStore {
     }
 
     async fn plan_read(&self, table: &Table, _mode: ScanMode) -> Result<StoreRead> {
-        let target = Arc::new(self.target(table)?);
+        let target = self.target(table)?;
+        match self.plan_log(table, target).await {
+            Ok(read) => Ok(read),
+            Err(e) => Err(self
+                .explain_missing(table, &self.target(table)?, e, "read")
+                .await),
+        }
+    }
+
+    async fn write(
+        &self,
+        table: &Table,
+        kind: WriteKind,
+        batches: Vec<RecordBatch>,
+    ) -> Result<u64> {
+        let target = self.target(table)?;
+        self.write_rows(table, &target, kind, &batches).await
+    }
+}
+
+impl FlussStore {
+    /// Fixes a read of `table`'s log: the Fluss table as it is now, from the
+    /// tiered snapshot's offsets to the latest ones.
+    async fn plan_log(&self, table: &Table, mut target: Target) -> Result<StoreRead> {
         let shape = FlussShape::of(table)?;
         self.check_lake(&target).await?;
         let info = self.table_info(&target).await?;
@@ -877,6 +1266,9 @@ impl LakestreamStore for FlussStore {
             .connection
             .get_admin()
             .map_err(|e| target.fluss_error("reach", e))?;
+        // From here on the read belongs to this Fluss table.
+        target.planned = true;
+        let target = Arc::new(target);
         let lake = match target
             .answer(
                 "find the tiered snapshot of",
@@ -927,23 +1319,6 @@ impl LakestreamStore for FlussStore {
                 log_schema: log_arrow_schema(table)?,
             }),
         })
-    }
-
-    async fn write(
-        &self,
-        table: &Table,
-        kind: WriteKind,
-        batches: Vec<RecordBatch>,
-    ) -> Result<u64> {
-        let target = self.target(table)?;
-        let writer = self.writer(table, &target).await?;
-        let result = self.send(&target, &writer, kind, batches).await;
-        if result.is_err() {
-            // The next write opens the table afresh (it may have been dropped
-            // and created again, or the writer may be broken).
-            self.forget_writer(table.identifier()).await;
-        }
-        result
     }
 }
 
