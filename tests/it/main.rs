@@ -7,6 +7,7 @@ mod embed;
 mod fluss;
 mod local_store;
 mod memory_store;
+mod merge_engines;
 mod rest_server;
 mod rest_smoke;
 mod shell;
