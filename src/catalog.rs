@@ -180,13 +180,15 @@ impl LakeStreamCatalog {
             Err(e) => return Err(e.into()),
         };
         let schema = table.schema();
+        let options = options_after(schema.options(), changes);
         check_type_can_enable(
             identifier,
-            &options_after(schema.options(), changes),
+            &options,
             schema.fields(),
             schema.primary_keys(),
             &self.store,
         )?;
+        check_no_tombstones("set 'lakestream.enabled'='true' on", &table, &options).await?;
         let store = self
             .store
             .require("'lakestream.enabled'='true'", identifier)?;
@@ -342,6 +344,53 @@ fn check_option_changes(
         schema.primary_keys(),
         store,
     )
+}
+
+/// With `sequence.field`, a delete that Paimon's data files still hold (no
+/// compaction has dropped it) hides every later version of its key with a
+/// smaller sequence, and no read of Paimon shows it, so the union read could
+/// not merge with it. Refuses such a table while any of its files holds a
+/// delete (or does not say how many it holds).
+async fn check_no_tombstones(
+    action: &str,
+    table: &Table,
+    options: &HashMap<String, String>,
+) -> Result<()> {
+    let fields = sequence_fields(options);
+    if fields.is_empty() || table.schema().primary_keys().is_empty() {
+        return Ok(());
+    }
+    let plan = table.new_read_builder().new_scan().plan().await?;
+    let tombstones = plan
+        .splits()
+        .iter()
+        .flat_map(|split| split.data_files())
+        .find(|file| file.delete_row_count != Some(0));
+    match tombstones {
+        None => Ok(()),
+        Some(file) => Err(Error::MergeNotSupported {
+            action: action.to_string(),
+            table: table.identifier().full_name(),
+            option: format!("'sequence.field'='{}'", fields.join(",")),
+            reason: format!(
+                "the table's data file '{}' holds delete rows ({}) that no compaction has removed; \
+                 with a sequence field such a delete hides later rows with a smaller \
+                 sequence, and reads of Paimon cannot show it. Compact the table fully \
+                 first, or leave 'sequence.field' unset",
+                file.file_name,
+                file.delete_row_count
+                    .map_or("how many is not recorded".to_string(), |n| n.to_string()),
+            ),
+        }),
+    }
+}
+
+/// The `sequence.field` columns `options` name.
+fn sequence_fields(options: &HashMap<String, String>) -> Vec<&str> {
+    options
+        .get("sequence.field")
+        .map(|value| value.split(',').map(str::trim).collect())
+        .unwrap_or_default()
 }
 
 /// `options` with the option changes among `changes` applied, in order.
@@ -586,6 +635,16 @@ impl Catalog for LakeStreamCatalog {
                     check_schema_changes(&table, &changes).map_err(Error::into_paimon)?;
                     check_option_changes(&table, &changes, &self.store)
                         .map_err(Error::into_paimon)?;
+                    let options = options_after(table.schema().options(), &changes);
+                    if sequence_fields(&options) != sequence_fields(table.schema().options()) {
+                        check_no_tombstones(
+                            "change the options of lake-stream table",
+                            &table,
+                            &options,
+                        )
+                        .await
+                        .map_err(Error::into_paimon)?;
+                    }
                 }
             }
         }
