@@ -13,10 +13,13 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use paimon::api::{GetTagResponse, PagedList};
 use paimon::catalog::{Catalog, Database, Function, Identifier, LoadedTable, View, ViewSchema};
-use paimon::spec::{CoreOptions, Partition, PartitionStatistics, Schema, SchemaChange, TableType};
+use paimon::spec::{
+    CoreOptions, DataField, Partition, PartitionStatistics, Schema, SchemaChange, TableType,
+};
 use paimon::table::Table;
 
 use crate::error::{Error, Result};
+use crate::merge::MergeSpec;
 use crate::options::{self, CatalogStoreOptions};
 use crate::store::{LazyStore, StoreBinding, StoreContext, StoreRegistry, TierReport};
 
@@ -123,7 +126,13 @@ impl LakeStreamCatalog {
         ignore_if_exists: bool,
     ) -> Result<()> {
         check_name_can_enable(identifier)?;
-        check_type_can_enable(identifier, creation.options())?;
+        check_type_can_enable(
+            identifier,
+            creation.options(),
+            creation.fields(),
+            creation.primary_keys(),
+            &self.store,
+        )?;
         let store = self
             .store
             .require("'lakestream.enabled'='true'", identifier)?;
@@ -160,8 +169,9 @@ impl LakeStreamCatalog {
     }
 
     /// Turning the mode on for an existing table: the store-side table is
-    /// attached first, so a store that refuses leaves the option unset.
-    async fn enable(&self, identifier: &Identifier) -> Result<()> {
+    /// attached first, so a store that refuses leaves the option unset. The
+    /// table is checked with the options it has after `changes`.
+    async fn enable(&self, identifier: &Identifier, changes: &[SchemaChange]) -> Result<()> {
         check_name_can_enable(identifier)?;
         let table = match self.inner.get_table(identifier).await {
             Ok(table) => table,
@@ -169,7 +179,16 @@ impl LakeStreamCatalog {
             Err(paimon::Error::TableNotExist { .. }) => return Ok(()),
             Err(e) => return Err(e.into()),
         };
-        check_type_can_enable(identifier, table.schema().options())?;
+        let schema = table.schema();
+        let options = options_after(schema.options(), changes);
+        check_type_can_enable(
+            identifier,
+            &options,
+            schema.fields(),
+            schema.primary_keys(),
+            &self.store,
+        )?;
+        check_no_tombstones("set 'lakestream.enabled'='true' on", &table, &options).await?;
         let store = self
             .store
             .require("'lakestream.enabled'='true'", identifier)?;
@@ -382,6 +401,135 @@ fn check_schema_changes(table: &Table, changes: &[SchemaChange]) -> Result<()> {
     Ok(())
 }
 
+/// A lake-stream table's options after `changes`: its merge settings must
+/// stay ones the union read reproduces.
+fn check_option_changes(
+    table: &Table,
+    changes: &[SchemaChange],
+    store: &StoreBinding,
+) -> Result<()> {
+    if !changes.iter().any(|change| {
+        matches!(
+            change,
+            SchemaChange::SetOption { .. } | SchemaChange::RemoveOption { .. }
+        )
+    }) {
+        return Ok(());
+    }
+    let schema = table.schema();
+    check_merge_settings(
+        "change the options of lake-stream table",
+        table.identifier(),
+        &options_after(schema.options(), changes),
+        schema.fields(),
+        schema.primary_keys(),
+        store,
+    )
+}
+
+/// With `sequence.field`, a delete that Paimon's data files still hold (no
+/// compaction has dropped it) hides every later version of its key with a
+/// smaller sequence, and no read of Paimon shows it, so the union read could
+/// not merge with it. Refuses such a table while any of its files holds a
+/// delete (or does not say how many it holds).
+async fn check_no_tombstones(
+    action: &str,
+    table: &Table,
+    options: &HashMap<String, String>,
+) -> Result<()> {
+    let fields = sequence_fields(options);
+    if fields.is_empty() || table.schema().primary_keys().is_empty() {
+        return Ok(());
+    }
+    let plan = table.new_read_builder().new_scan().plan().await?;
+    let tombstones = plan
+        .splits()
+        .iter()
+        .flat_map(|split| split.data_files())
+        .find(|file| file.delete_row_count != Some(0));
+    match tombstones {
+        None => Ok(()),
+        Some(file) => Err(Error::MergeNotSupported {
+            action: action.to_string(),
+            table: table.identifier().full_name(),
+            option: format!("'sequence.field'='{}'", fields.join(",")),
+            reason: format!(
+                "the table's data file '{}' holds delete rows ({}) that no compaction has removed; \
+                 with a sequence field such a delete hides later rows with a smaller \
+                 sequence, and reads of Paimon cannot show it. Compact the table fully \
+                 first, or leave 'sequence.field' unset",
+                file.file_name,
+                file.delete_row_count
+                    .map_or("how many is not recorded".to_string(), |n| n.to_string()),
+            ),
+        }),
+    }
+}
+
+/// The `sequence.field` columns `options` name.
+fn sequence_fields(options: &HashMap<String, String>) -> Vec<&str> {
+    options
+        .get("sequence.field")
+        .map(|value| value.split(',').map(str::trim).collect())
+        .unwrap_or_default()
+}
+
+/// `options` with the option changes among `changes` applied, in order.
+fn options_after(
+    options: &HashMap<String, String>,
+    changes: &[SchemaChange],
+) -> HashMap<String, String> {
+    let mut options = options.clone();
+    for change in changes {
+        match change {
+            SchemaChange::SetOption { key, value } => {
+                options.insert(key.clone(), value.clone());
+            }
+            SchemaChange::RemoveOption { key } => {
+                options.remove(key);
+            }
+            _ => {}
+        }
+    }
+    options
+}
+
+/// Refuses merge settings the union read does not reproduce (see
+/// [`MergeSpec`]), and, on a store whose tiering does not write its change log
+/// as it is, any setting beyond plain `deduplicate`.
+fn check_merge_settings(
+    action: &str,
+    identifier: &Identifier,
+    table_options: &HashMap<String, String>,
+    fields: &[DataField],
+    primary_keys: &[String],
+    store: &StoreBinding,
+) -> Result<()> {
+    let refuse = |option: String, reason: String| Error::MergeNotSupported {
+        action: action.to_string(),
+        table: identifier.full_name(),
+        option,
+        reason,
+    };
+    let spec = MergeSpec::of(table_options, fields, primary_keys)
+        .map_err(|unsupported| refuse(unsupported.option, unsupported.reason))?;
+    if store.tiers_its_log() {
+        return Ok(());
+    }
+    match spec.beyond_plain(table_options) {
+        Some(option) => Err(refuse(
+            option,
+            "this catalog's store tiers with its own service, which does not write the \
+             store's rows into Paimon as they were written (it writes the rows its own \
+             key-value store merged, with the before-images of updates), so Paimon would not \
+             merge them as the union read does; only plain 'deduplicate' tables are \
+             supported on it"
+                .to_string(),
+        )),
+        None => Ok(()),
+    }
+}
+
 /// The value `lakestream.enabled` ends with after `changes`, if they touch it.
 fn enabled_after(changes: &[SchemaChange]) -> Option<bool> {
     changes.iter().fold(None, |state, change| match change {
@@ -409,13 +557,26 @@ fn check_name_can_enable(identifier: &Identifier) -> Result<()> {
     })
 }
 
-/// Refuses turning the mode on for a table type other than a plain Paimon table.
+/// Refuses turning the mode on for a table type other than a plain Paimon
+/// table, and for a table whose merge settings (merge engine, sequence field,
+/// per-field options) the union read does not reproduce: `t$rt` must give the
+/// rows Paimon gives once the store's rows are tiered.
 fn check_type_can_enable(
     identifier: &Identifier,
     table_options: &HashMap<String, String>,
+    fields: &[DataField],
+    primary_keys: &[String],
+    store: &StoreBinding,
 ) -> Result<()> {
     match CoreOptions::new(table_options).table_type()? {
-        TableType::Table => Ok(()),
+        TableType::Table => check_merge_settings(
+            "set 'lakestream.enabled'='true' on",
+            identifier,
+            table_options,
+            fields,
+            primary_keys,
+            store,
+        ),
         TableType::FormatTable => Err(Error::CannotEnable {
             table: identifier.full_name(),
             kind: "format table",
@@ -552,11 +713,26 @@ impl Catalog for LakeStreamCatalog {
         ignore_if_not_exists: bool,
     ) -> paimon::Result<()> {
         match enabled_after(&changes) {
-            Some(true) => self.enable(identifier).await.map_err(Error::into_paimon)?,
+            Some(true) => self
+                .enable(identifier, &changes)
+                .await
+                .map_err(Error::into_paimon)?,
             Some(false) => self.disable(identifier).await,
             None => {
                 if let Some(table) = self.lakestream_table(identifier).await? {
                     check_schema_changes(&table, &changes).map_err(Error::into_paimon)?;
+                    check_option_changes(&table, &changes, &self.store)
+                        .map_err(Error::into_paimon)?;
+                    let options = options_after(table.schema().options(), &changes);
+                    if sequence_fields(&options) != sequence_fields(table.schema().options()) {
+                        check_no_tombstones(
+                            "change the options of lake-stream table",
+                            &table,
+                            &options,
+                        )
+                        .await
+                        .map_err(Error::into_paimon)?;
+                    }
                 }
             }
         }

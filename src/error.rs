@@ -71,6 +71,24 @@ pub enum Error {
         kind: &'static str,
     },
 
+    /// A lake-stream table whose merge settings the union read does not
+    /// reproduce: turning the mode on (or changing the settings) is refused.
+    #[error(
+        "cannot {action} '{table}': {option} is not supported in lake-stream mode: {reason}. \
+         Reads of '{table}$rt' must give the rows Paimon gives once the store's rows are \
+         tiered, and with this setting they would not"
+    )]
+    MergeNotSupported {
+        /// What was refused: `set 'lakestream.enabled'='true' on`, `read`, ...
+        action: String,
+        /// The table's full name.
+        table: String,
+        /// The option(s), as `'key'='value'`.
+        option: String,
+        /// Why.
+        reason: String,
+    },
+
     /// `t$rt` of a table that does not exist.
     #[error("table '{name}' not found: table '{table}' does not exist")]
     RealtimeOfMissingTable {

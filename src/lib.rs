@@ -10,6 +10,7 @@ mod context;
 pub mod error;
 mod exec;
 mod extension;
+mod merge;
 pub mod name;
 pub mod options;
 pub(crate) mod planner;

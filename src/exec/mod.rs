@@ -1,4 +1,5 @@
 //! Execution plans: the union read of `t$rt` and the store sink.
 
+pub(crate) mod merge;
 pub(crate) mod realtime;
 pub(crate) mod sink;

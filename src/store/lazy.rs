@@ -60,6 +60,14 @@ impl LazyStore {
             .unwrap_or_default()
     }
 
+    /// Whether the store's tiering writes its change log as it is, from its
+    /// factory (see [`super::StoreFactory::tiers_its_log`]).
+    pub fn tiers_its_log(&self) -> bool {
+        self.registry
+            .get(&self.identifier)
+            .map_or(true, |factory| factory.tiers_its_log())
+    }
+
     /// The bound on each store call.
     pub fn timeout(&self) -> Duration {
         self.timeout

@@ -229,6 +229,14 @@ impl StoreBinding {
             .unwrap_or_default()
     }
 
+    /// Whether the bound store tiers its change log as it is (see
+    /// [`StoreFactory::tiers_its_log`]); `true` when no store is named.
+    pub fn tiers_its_log(&self) -> bool {
+        self.store
+            .as_ref()
+            .is_none_or(|store| store.tiers_its_log())
+    }
+
     /// The store, or the error a lake-stream `operation` on `table` gets
     /// where no store is named.
     pub fn require(&self, operation: &str, table: &Identifier) -> Result<&Arc<LazyStore>> {
@@ -276,6 +284,19 @@ pub trait StoreFactory: Debug + Send + Sync {
     /// without creating the store, so hiding them never contacts it.
     fn hidden_columns(&self) -> &[&str] {
         &[]
+    }
+
+    /// Whether the store's tiering writes its change log into Paimon as it
+    /// is: every row, in write order, with its row kind, through Paimon's
+    /// table write. Only then does Paimon merge a key's versions the way the
+    /// union read does for merge settings other than plain `deduplicate`
+    /// (`partial-update`, `aggregation`, `sequence.field`, `ignore-delete`;
+    /// see [`crate::catalog`]). A store whose tiering writes something else
+    /// (before-images of updates, rows its own key-value store merged)
+    /// answers `false`, and the mode is turned on only for plain
+    /// `deduplicate` tables there. Known without creating the store.
+    fn tiers_its_log(&self) -> bool {
+        true
     }
 }
 

@@ -14,7 +14,9 @@ use paimon::table::Table;
 use paimon_datafusion::PaimonTableProvider;
 
 use crate::error::Error;
+use crate::exec::merge::Merger;
 use crate::exec::realtime::{ReadLayout, RealtimeScanExec};
+use crate::merge::MergeSpec;
 use crate::planner::config::LakeStreamConfig;
 use crate::store::{primary_keys, ScanMode, StoreBinding};
 
@@ -86,19 +88,41 @@ impl RealtimeTable {
             };
         }
         let layout = self.layout(projection)?;
-        let paimon = match pinned {
-            // Filters on either column kind are safe on the Paimon half:
-            // a store change for a key replaces Paimon's row whatever it held.
-            Some(provider) => Some(
-                provider
+        let (paimon, lookup) = match pinned {
+            Some(provider) => {
+                // Filters on either column kind are safe on the Paimon half:
+                // it drops the keys the store touched, and their merged rows
+                // come from the store's partition.
+                let paimon = provider
                     .scan(state, Some(&layout.columns), filters, None)
-                    .await?,
-            ),
-            None => None,
+                    .await?;
+                // Where an older version takes part in the merge, the store's
+                // partition reads Paimon's rows of the keys it touched. Only
+                // key filters apply there: a value filter could drop the
+                // older version of a row whose merged value passes it.
+                let lookup = if layout.merger.newest_wins() {
+                    None
+                } else {
+                    let keys = primary_keys(&self.table);
+                    let key_filters: Vec<Expr> = filters
+                        .iter()
+                        .filter(|f| f.column_refs().iter().all(|c| keys.contains(&c.name)))
+                        .cloned()
+                        .collect();
+                    Some(
+                        provider
+                            .scan(state, Some(&layout.columns), &key_filters, None)
+                            .await?,
+                    )
+                };
+                (Some(paimon), lookup)
+            }
+            None => (None, None),
         };
         let target_partitions = state.config_options().execution.target_partitions;
         Ok(Arc::new(RealtimeScanExec::new(
             paimon,
+            lookup,
             read.log,
             mode,
             layout,
@@ -106,12 +130,35 @@ impl RealtimeTable {
         )))
     }
 
-    /// Which columns each half reads: the projection, plus the primary key for the merge.
+    /// How versions of a key merge, from the table's options. A table whose
+    /// merge settings the union read does not reproduce cannot be read.
+    fn merge_spec(&self) -> DFResult<MergeSpec> {
+        let schema = self.table.schema();
+        MergeSpec::of(schema.options(), schema.fields(), schema.primary_keys()).map_err(
+            |unsupported| {
+                Error::MergeNotSupported {
+                    action: "read".to_string(),
+                    table: format!("{}$rt", self.table.identifier().full_name()),
+                    option: unsupported.option,
+                    reason: format!(
+                        "{}. Turn the mode off, or change the option",
+                        unsupported.reason
+                    ),
+                }
+                .into_datafusion()
+            },
+        )
+    }
+
+    /// Which columns each half reads: the projection, plus the primary key
+    /// and the sequence fields for the merge.
     fn layout(&self, projection: Option<&Vec<usize>>) -> DFResult<ReadLayout> {
+        let spec = self.merge_spec()?;
         let all: Vec<usize> = (0..self.schema.fields().len()).collect();
         let projection = projection.cloned().unwrap_or_else(|| all.clone());
         let key_indices = primary_keys(&self.table)
             .iter()
+            .chain(spec.sequence_fields.iter())
             .map(|key| self.schema.index_of(key))
             .collect::<Result<Vec<_>, _>>()?;
         let mut columns: Vec<usize> = projection
@@ -122,7 +169,11 @@ impl RealtimeTable {
         columns.sort_unstable();
         columns.dedup();
         let position = |index: &usize| columns.iter().position(|c| c == index);
-        let keys = key_indices.iter().filter_map(position).collect();
+        let keys = key_indices
+            .iter()
+            .take(primary_keys(&self.table).len())
+            .filter_map(position)
+            .collect();
         let output = projection.iter().filter_map(position).collect();
         let schema = Arc::new(self.schema.project(&columns)?);
         let output_schema = Arc::new(Schema::new(
@@ -131,12 +182,14 @@ impl RealtimeTable {
                 .map(|&i| self.schema.field(i).clone())
                 .collect::<Vec<_>>(),
         ));
+        let merger = Arc::new(Merger::new(&spec, Arc::clone(&schema))?);
         Ok(ReadLayout {
             columns,
             schema,
             keys,
             output,
             output_schema,
+            merger,
         })
     }
 }

@@ -22,6 +22,7 @@ use paimon::table::Table;
 
 use crate::error::{Error, Result};
 use crate::exec::sink::StoreSink;
+use crate::merge::MergeSpec;
 use crate::store::{primary_keys, LazyStore, ScanMode, StoreBinding, WriteKind};
 use crate::table::RealtimeTable;
 
@@ -81,6 +82,27 @@ impl StoreWriteTable {
             ));
         }
         Ok(store)
+    }
+
+    /// Refuses `operation` (DELETE or UPDATE) where the table's merge settings
+    /// would make Paimon refuse, ignore or reinterpret the rows it writes.
+    fn check_merge_settings(&self, operation: &str) -> Result<()> {
+        let schema = self.table.schema();
+        let spec = MergeSpec::of(schema.options(), schema.fields(), schema.primary_keys())
+            .map_err(|unsupported| Error::MergeNotSupported {
+                action: operation.to_string(),
+                table: self.name(),
+                option: unsupported.option,
+                reason: unsupported.reason,
+            })?;
+        let refusal = match operation {
+            "DELETE" => spec.delete_refusal(),
+            _ => spec.update_refusal(),
+        };
+        match refusal {
+            Some(reason) => Err(self.not_supported(operation, reason)),
+            None => Ok(()),
+        }
     }
 
     /// The table's current rows (`t$rt`, bounded) that match `filters`.
@@ -179,6 +201,7 @@ impl TableProvider for StoreWriteTable {
         state: &dyn Session,
         filters: Vec<Expr>,
     ) -> DFResult<Arc<dyn ExecutionPlan>> {
+        self.check_merge_settings("DELETE")?;
         let store = self.keyed_store("DELETE").await?;
         let (rows, _) = self.matching_rows(state, &filters).await?;
         Ok(self.sink(store, WriteKind::Delete, rows))
@@ -202,6 +225,7 @@ impl TableProvider for StoreWriteTable {
                 )
                 .into());
         }
+        self.check_merge_settings("UPDATE")?;
         let store = self.keyed_store("UPDATE").await?;
         let (rows, df_schema) = self.matching_rows(state, &filters).await?;
         let projections = self

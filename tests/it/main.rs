@@ -10,6 +10,7 @@ mod fluss;
 mod history;
 mod local_store;
 mod memory_store;
+mod merge_engines;
 mod rest_server;
 mod rest_smoke;
 mod shell;
