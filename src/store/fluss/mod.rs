@@ -175,6 +175,13 @@ impl StoreFactory for FlussStoreFactory {
         &SYSTEM_COLUMNS
     }
 
+    /// Fluss's tiering service writes rows its key-value store already
+    /// merged, and update before-images, into Paimon: only plain
+    /// `deduplicate` tables read the same through `t$rt` and `t`.
+    fn tiers_its_log(&self) -> bool {
+        false
+    }
+
     async fn create(&self, context: StoreContext) -> Result<Arc<dyn LakestreamStore>> {
         let options = options::parse(&context.options)?;
         let servers = options.bootstrap().to_string();
