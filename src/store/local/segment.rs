@@ -119,50 +119,43 @@ pub(crate) fn rows_hint(bytes: &[u8]) -> Option<u64> {
     None
 }
 
+/// The payload of a segment framed by a `header_len`-byte header (magic,
+/// then the payload's length) and a `trailer_len`-byte trailer ending in the
+/// CRC-32 of everything before it, if the frame verifies.
+fn payload(bytes: &[u8], header_len: usize, trailer_len: usize) -> Result<&[u8], SegmentError> {
+    let damaged = |what: String| Err(SegmentError::Damaged(what));
+    let Some(length) = u64_at(bytes, 8) else {
+        return damaged(format!("only {} bytes", bytes.len()));
+    };
+    let expected = (header_len as u64)
+        .checked_add(length)
+        .and_then(|n| n.checked_add(trailer_len as u64));
+    if expected != Some(bytes.len() as u64) {
+        return damaged(format!(
+            "{} bytes where the header announces a {length}-byte payload",
+            bytes.len()
+        ));
+    }
+    let body_end = bytes.len() - 4;
+    if u32_at(bytes, body_end) != Some(crc32fast::hash(&bytes[..body_end])) {
+        return damaged("checksum mismatch".to_string());
+    }
+    Ok(&bytes[header_len..bytes.len() - trailer_len])
+}
+
 /// The rows of a segment whose bytes verify. Anything else is
 /// [`SegmentError::Damaged`].
 pub(crate) fn decode(bytes: &[u8]) -> Result<Vec<RecordBatch>, SegmentError> {
-    let damaged = |what: String| Err(SegmentError::Damaged(what));
     let payload = match bytes.get(..8) {
-        Some(magic) if magic == MAGIC.as_slice() => {
-            let Some(length) = u64_at(bytes, 8) else {
-                return damaged(format!("only {} bytes", bytes.len()));
-            };
-            let expected = (HEADER_LEN as u64)
-                .checked_add(length)
-                .and_then(|n| n.checked_add(TRAILER_LEN as u64));
-            if expected != Some(bytes.len() as u64) {
-                return damaged(format!(
-                    "{} bytes where the header announces a {length}-byte payload",
-                    bytes.len()
-                ));
-            }
-            let body_end = bytes.len() - 4;
-            if u32_at(bytes, body_end) != Some(crc32fast::hash(&bytes[..body_end])) {
-                return damaged("checksum mismatch".to_string());
-            }
-            &bytes[HEADER_LEN..bytes.len() - TRAILER_LEN]
-        }
+        Some(magic) if magic == MAGIC.as_slice() => payload(bytes, HEADER_LEN, TRAILER_LEN)?,
         Some(magic) if magic == MAGIC_V1.as_slice() => {
-            let Some(length) = u64_at(bytes, 8) else {
-                return damaged(format!("only {} bytes", bytes.len()));
-            };
-            let expected = (V1_HEADER_LEN as u64)
-                .checked_add(length)
-                .and_then(|n| n.checked_add(V1_TRAILER_LEN as u64));
-            if expected != Some(bytes.len() as u64) {
-                return damaged(format!(
-                    "{} bytes where the header announces a {length}-byte payload",
-                    bytes.len()
-                ));
-            }
-            let body_end = bytes.len() - V1_TRAILER_LEN;
-            if u32_at(bytes, body_end) != Some(crc32fast::hash(&bytes[..body_end])) {
-                return damaged("checksum mismatch".to_string());
-            }
-            &bytes[V1_HEADER_LEN..body_end]
+            payload(bytes, V1_HEADER_LEN, V1_TRAILER_LEN)?
         }
-        _ => return damaged("not a segment (wrong magic)".to_string()),
+        _ => {
+            return Err(SegmentError::Damaged(
+                "not a segment (wrong magic)".to_string(),
+            ))
+        }
     };
     let reader = StreamReader::try_new(Cursor::new(payload), None)?;
     Ok(reader.collect::<Result<Vec<_>, _>>()?)

@@ -256,14 +256,22 @@ impl TableState {
     // ----------------------------------------------------------------- tables
 
     async fn read_meta(&self) -> Result<Option<TableMeta>> {
-        let location = path::table_meta(&self.dir);
-        let Some(bytes) = self.root.get(&location).await? else {
+        self.read_json(&path::table_meta(&self.dir)).await
+    }
+
+    /// A JSON object of the store (`table.json`, `tiered.json`); `None`
+    /// when there is none.
+    async fn read_json<T: serde::de::DeserializeOwned>(
+        &self,
+        location: &Path,
+    ) -> Result<Option<T>> {
+        let Some(bytes) = self.root.get(location).await? else {
             return Ok(None);
         };
         serde_json::from_slice(&bytes).map(Some).map_err(|e| {
             store_error(
                 LOCAL,
-                format!("'{}' cannot be read: {e}", self.file(&location)),
+                format!("'{}' cannot be read: {e}", self.file(location)),
             )
         })
     }
@@ -702,16 +710,7 @@ impl TableState {
     }
 
     async fn marker(&self, incarnation: &Incarnation) -> Result<Option<TieredMarker>> {
-        let location = path::tiered_marker(&incarnation.dir);
-        let Some(bytes) = self.root.get(&location).await? else {
-            return Ok(None);
-        };
-        serde_json::from_slice(&bytes).map(Some).map_err(|e| {
-            store_error(
-                LOCAL,
-                format!("'{}' cannot be read: {e}", self.file(&location)),
-            )
-        })
+        self.read_json(&path::tiered_marker(&incarnation.dir)).await
     }
 
     /// Fixes a read: the Paimon snapshot and the store's segments after it,
