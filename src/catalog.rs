@@ -148,8 +148,7 @@ impl LakeStreamCatalog {
             Err(paimon::Error::TableNotExist { .. }) => {}
             Err(e) => return Err(e.into()),
         }
-        self.inner
-            .create_table(identifier, creation, ignore_if_exists)
+        self.create_fresh(identifier, creation, ignore_if_exists)
             .await?;
         let attached = async {
             let table = self.inner.get_table(identifier).await?;
@@ -166,6 +165,38 @@ impl LakeStreamCatalog {
             return Err(e);
         }
         Ok(())
+    }
+
+    /// Creates the Paimon table with nothing in it. A drop cut short (a
+    /// killed process) can leave a dropped table's snapshots where the
+    /// filesystem catalog puts the new table: they would bring the dropped
+    /// table's rows back, so the leftovers are dropped and the table made
+    /// again.
+    async fn create_fresh(
+        &self,
+        identifier: &Identifier,
+        creation: Schema,
+        ignore_if_exists: bool,
+    ) -> Result<()> {
+        for _ in 0..2 {
+            self.inner
+                .create_table(identifier, creation.clone(), ignore_if_exists)
+                .await?;
+            let table = self.inner.get_table(identifier).await?;
+            if table
+                .snapshot_manager()
+                .get_latest_snapshot_id()
+                .await?
+                .is_none()
+            {
+                return Ok(());
+            }
+            self.inner.drop_table(identifier, true).await?;
+        }
+        Err(Error::Internal(format!(
+            "'{}' was created over snapshots of a dropped table that could not be removed",
+            identifier.full_name()
+        )))
     }
 
     /// Turning the mode on for an existing table: the store-side table is
