@@ -78,6 +78,8 @@ use datafusion::arrow::datatypes::DataType;
 use futures::StreamExt;
 use paimon_lakestream::LakeStreamContext;
 
+use paimon_lakestream::store::faulty::SplitMix64;
+
 use crate::support::{child_command, forward_lines, local_store_options, try_ids};
 
 /// The test the children run.
@@ -110,22 +112,22 @@ fn now_us() -> i64 {
         .as_micros() as i64
 }
 
-/// SplitMix64: the run's seeded generator.
+/// The run's seeded generator.
 #[derive(Debug, Clone)]
-struct Rng(u64);
+struct Rng(SplitMix64);
 
 impl Rng {
+    fn new(seed: u64) -> Self {
+        Self(SplitMix64::new(seed))
+    }
+
     fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
+        self.0.next_u64()
     }
 
     /// Uniform in [0, 1).
     fn unit(&mut self) -> f64 {
-        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+        self.0.next_f64()
     }
 
     fn below(&mut self, n: u64) -> u64 {
@@ -219,7 +221,7 @@ async fn history_child() {
 
 /// Inserts 1 to 4 new ids at a time until killed.
 async fn writer(ctx: &LakeStreamContext, first: i64, seed: u64) {
-    let mut rng = Rng(seed);
+    let mut rng = Rng::new(seed);
     let mut next = first;
     loop {
         let n = 1 + rng.below(4) as i64;
@@ -587,7 +589,7 @@ impl Run {
             faults,
             dir: Some(dir),
             root,
-            rng: Rng(seed),
+            rng: Rng::new(seed),
             t0: now_us(),
             lines_tx,
             lines_rx,
@@ -1831,7 +1833,7 @@ fn history_checker() {
                 .duration_since(UNIX_EPOCH)
                 .expect("clock")
                 .as_nanos() as u64;
-            Rng(nanos ^ u64::from(std::process::id())).next_u64() % 1_000_000_000
+            Rng::new(nanos ^ u64::from(std::process::id())).next_u64() % 1_000_000_000
         }
     };
     let secs: u64 = std::env::var("LAKESTREAM_HISTORY_SECS")
