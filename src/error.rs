@@ -253,9 +253,9 @@ pub enum Error {
         held: String,
     },
 
-    /// A streaming read that needs log the store has trimmed.
+    /// A read that needs log the store has trimmed.
     #[error(
-        "a streaming read of '{table}$rt' fell behind: the store's log at position {position} \
+        "a read of '{table}$rt' fell behind: the store's log at position {position} \
          was tiered into Paimon and deleted ('local.log-retention' says how long tiered log \
          stays readable). Start the read again: it begins from what tiering wrote to Paimon"
     )]

@@ -179,6 +179,27 @@ pub fn parse_duration(text: &str) -> std::result::Result<Duration, String> {
     Ok(Duration::from_millis(millis))
 }
 
+/// Parses a size in bytes: a whole number followed by nothing or `b`
+/// (bytes), `kb`, `mb` or `gb` (powers of 1024, as Paimon's sizes; `kib`,
+/// `mib` and `gib` too), spaces allowed in between.
+pub fn parse_size(text: &str) -> std::result::Result<u64, String> {
+    let trimmed = text.trim();
+    let split = trimmed
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(trimmed.len());
+    let (number, unit) = trimmed.split_at(split);
+    let invalid = || format!("'{text}' is not a size; write e.g. '32mb', '512kb' or '1048576'");
+    let value: u64 = number.parse().map_err(|_| invalid())?;
+    let unit_bytes: u64 = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "k" | "kb" | "kib" => 1 << 10,
+        "m" | "mb" | "mib" => 1 << 20,
+        "g" | "gb" | "gib" => 1 << 30,
+        _ => return Err(invalid()),
+    };
+    value.checked_mul(unit_bytes).ok_or_else(invalid)
+}
+
 /// A store identifier is a plain word: letters, digits, `_` and `-`.
 fn validate_store_identifier(store: &str) -> Result<()> {
     let valid = !store.is_empty()
@@ -374,6 +395,27 @@ mod tests {
     }
 
     #[test]
+    fn sizes() {
+        assert_eq!(parse_size("32mb"), Ok(32 << 20));
+        assert_eq!(parse_size(" 512 KB"), Ok(512 << 10));
+        assert_eq!(parse_size("1gib"), Ok(1 << 30));
+        assert_eq!(parse_size("100"), Ok(100));
+        assert_eq!(parse_size("7b"), Ok(7));
+        for bad in [
+            "",
+            "mb",
+            "-1mb",
+            "1.5mb",
+            "1 tb",
+            "99999999999999999999gb",
+            "1e3",
+            "1ｍb",
+        ] {
+            assert!(parse_size(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
     fn durations() {
         assert_eq!(parse_duration("30s"), Ok(Duration::from_secs(30)));
         assert_eq!(parse_duration(" 500 ms"), Ok(Duration::from_millis(500)));
@@ -445,6 +487,7 @@ mod tests {
                 proptest::prop_assert_eq!(reject_session_key(key, "SET").is_err(), lakestream);
                 let _ = is_enabled_value(value);
                 let _ = parse_duration(value);
+                let _ = parse_size(value);
             }
             let mut options: HashMap<String, String> = pairs.into_iter().collect();
             if let Some(store) = store {

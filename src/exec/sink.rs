@@ -18,7 +18,10 @@ use crate::error::Error;
 use crate::store::{table_arrow_schema, LazyStore, WriteKind};
 
 /// Writes all of a statement's rows to the store as one unit. The statement
-/// returns once the store has acknowledged them: durable and visible.
+/// returns once the store has acknowledged them: durable and visible. Rows
+/// stream into stores that take a write a batch at a time
+/// ([`crate::store::LakestreamStore::start_write`]), so an `INSERT ... SELECT`
+/// of any size runs in bounded memory there.
 #[derive(Debug)]
 pub(crate) struct StoreSink {
     store: Arc<LazyStore>,
@@ -68,43 +71,87 @@ impl DataSink for StoreSink {
         _context: &Arc<TaskContext>,
     ) -> DFResult<u64> {
         let target = table_arrow_schema(&self.table)?;
-        let batches: Vec<RecordBatch> = data
-            .and_then(|batch| {
-                let converted = batch
-                    .columns()
-                    .iter()
-                    .zip(target.fields())
-                    .map(|(column, field)| cast(column, field.data_type()))
-                    .collect::<Result<Vec<_>, _>>()
-                    .and_then(|columns| RecordBatch::try_new(Arc::clone(&target), columns));
-                futures::future::ready(converted.map_err(Into::into))
-            })
-            .try_collect()
-            .await?;
-        let rows: usize = batches.iter().map(RecordBatch::num_rows).sum();
-        if rows == 0 {
-            return Ok(0);
-        }
-        let table = self.table.clone();
-        let kind = self.kind;
-        let written = self
+        let mut rows = data.and_then(move |batch| {
+            let converted = batch
+                .columns()
+                .iter()
+                .zip(target.fields())
+                .map(|(column, field)| cast(column, field.data_type()))
+                .collect::<Result<Vec<_>, _>>()
+                .and_then(|columns| RecordBatch::try_new(Arc::clone(&target), columns));
+            futures::future::ready(converted.map_err(Into::into))
+        });
+        let store = self.store.get().await.map_err(Error::into_datafusion)?;
+        let started = self
             .store
-            .call("write rows", |s| async move {
-                s.write(&table, kind, batches).await
-            })
+            .bounded("start a write", store.start_write(&self.table, self.kind))
             .await
-            .map_err(|e| match e {
-                // A store may still finish a write it did not answer in time.
-                Error::StoreTimeout { timeout, .. } => Error::WriteOutcomeUnknown {
-                    table: self.table.identifier().full_name(),
-                    reason: format!(
-                        "it did not finish within {timeout:?}, the bound set by \
-                         'lakestream.timeout', and goes on in the background"
-                    ),
-                },
-                other => other,
-            })
             .map_err(Error::into_datafusion)?;
-        Ok(written)
+        let Some(mut write) = started else {
+            // The store takes a write whole.
+            let batches: Vec<RecordBatch> = rows.try_collect().await?;
+            if batches.iter().all(|b| b.num_rows() == 0) {
+                return Ok(0);
+            }
+            let table = self.table.clone();
+            let kind = self.kind;
+            let written = self
+                .store
+                .call("write rows", |s| async move {
+                    s.write(&table, kind, batches).await
+                })
+                .await
+                .map_err(|e| self.outcome_unknown(e))
+                .map_err(Error::into_datafusion)?;
+            return Ok(written);
+        };
+        // Rows go to the store as they arrive; nothing is visible before
+        // the commit, so a failure until then writes nothing.
+        loop {
+            let batch = match rows.try_next().await {
+                Ok(Some(batch)) => batch,
+                Ok(None) => break,
+                Err(e) => {
+                    write.abort().await;
+                    return Err(e);
+                }
+            };
+            let put = self.store.bounded("write rows", write.put(batch)).await;
+            if let Err(e) = put {
+                write.abort().await;
+                return Err(match e {
+                    Error::StoreTimeout { timeout, .. } => Error::WriteNotApplied {
+                        table: self.table.identifier().full_name(),
+                        reason: format!(
+                            "part of it did not reach the store within {timeout:?}, the \
+                             bound set by 'lakestream.timeout'"
+                        ),
+                    },
+                    other => other,
+                }
+                .into_datafusion());
+            }
+        }
+        self.store
+            .bounded("write rows", write.commit())
+            .await
+            .map_err(|e| self.outcome_unknown(e))
+            .map_err(Error::into_datafusion)
+    }
+}
+
+impl StoreSink {
+    /// A store may still finish a write it did not answer in time.
+    fn outcome_unknown(&self, error: Error) -> Error {
+        match error {
+            Error::StoreTimeout { timeout, .. } => Error::WriteOutcomeUnknown {
+                table: self.table.identifier().full_name(),
+                reason: format!(
+                    "it did not finish within {timeout:?}, the bound set by \
+                     'lakestream.timeout', and goes on in the background"
+                ),
+            },
+            other => other,
+        }
     }
 }

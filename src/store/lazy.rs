@@ -104,7 +104,11 @@ impl LazyStore {
         self.bounded(operation, f(store)).await
     }
 
-    async fn bounded<T>(&self, operation: &str, f: impl Future<Output = Result<T>>) -> Result<T> {
+    pub(crate) async fn bounded<T>(
+        &self,
+        operation: &str,
+        f: impl Future<Output = Result<T>>,
+    ) -> Result<T> {
         match tokio::time::timeout(self.timeout, f).await {
             Ok(result) => result,
             Err(_) => Err(Error::StoreTimeout {

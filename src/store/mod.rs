@@ -157,6 +157,19 @@ pub trait LakestreamStore: Debug + Send + Sync {
     async fn write(&self, table: &Table, kind: WriteKind, batches: Vec<RecordBatch>)
         -> Result<u64>;
 
+    /// Starts a write whose rows arrive a batch at a time and become
+    /// visible as one unit at [`StoreWrite::commit`], so a statement of any
+    /// size is written in bounded memory. `None`: the store takes each write
+    /// whole, through [`Self::write`].
+    async fn start_write(
+        &self,
+        table: &Table,
+        kind: WriteKind,
+    ) -> Result<Option<Box<dyn StoreWrite>>> {
+        let _ = (table, kind);
+        Ok(None)
+    }
+
     /// Whether the store can take [`WriteKind::Delete`] for primary-key tables.
     fn supports_deletes(&self) -> bool {
         true
@@ -192,6 +205,22 @@ pub trait LakestreamStore: Debug + Send + Sync {
             store: self.identifier().to_string(),
         })
     }
+}
+
+/// A write in progress (see [`LakestreamStore::start_write`]). Nothing it
+/// was given is visible before [`Self::commit`] returns; dropping it, or
+/// [`Self::abort`], writes nothing.
+#[async_trait]
+pub trait StoreWrite: Send {
+    /// Adds rows, in [`table_arrow_schema`] form.
+    async fn put(&mut self, batch: RecordBatch) -> Result<()>;
+
+    /// Makes every row put visible as one unit and returns how many there
+    /// were. Returning means they are durable, as for [`LakestreamStore::write`].
+    async fn commit(self: Box<Self>) -> Result<u64>;
+
+    /// Gives the write up, cleaning up what it can.
+    async fn abort(self: Box<Self>) {}
 }
 
 /// What a tiering run did.

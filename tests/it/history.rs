@@ -195,14 +195,13 @@ async fn history_child() {
     let warehouse = PathBuf::from(env("HISTORY_WAREHOUSE"));
     let store = PathBuf::from(env("HISTORY_STORE"));
     let tier_interval = env("HISTORY_TIER_INTERVAL");
+    let mut options = local_store_options(&warehouse, &store, &tier_interval);
+    let multi_part = std::env::var("HISTORY_SEGMENT_SIZE").ok();
+    if let Some(size) = &multi_part {
+        options.insert("local.segment-size".to_string(), size.clone());
+    }
     let mut ctx = LakeStreamContext::new();
-    if let Err(e) = ctx
-        .register_catalog(
-            "paimon",
-            local_store_options(&warehouse, &store, &tier_interval),
-        )
-        .await
-    {
+    if let Err(e) = ctx.register_catalog("paimon", options).await {
         emit(&format!("FATAL {}", one_line(e)));
         return;
     }
@@ -210,7 +209,7 @@ async fn history_child() {
         "writer" => {
             let first: i64 = env("HISTORY_FIRST_ID").parse().expect("first id");
             let seed: u64 = env("HISTORY_SEED").parse().expect("seed");
-            writer(&ctx, first, seed).await;
+            writer(&ctx, first, seed, multi_part.is_some()).await;
         }
         "reader" => reader(&ctx).await,
         "tier" => tier_once(&ctx).await,
@@ -219,16 +218,25 @@ async fn history_child() {
     }
 }
 
-/// Inserts 1 to 4 new ids at a time until killed.
-async fn writer(ctx: &LakeStreamContext, first: i64, seed: u64) {
+/// Inserts 1 to 4 new ids at a time until killed; with `multi_part`, each
+/// row arrives as a batch of its own (a `UNION ALL` of one-row selects).
+async fn writer(ctx: &LakeStreamContext, first: i64, seed: u64, multi_part: bool) {
     let mut rng = Rng::new(seed);
     let mut next = first;
     loop {
         let n = 1 + rng.below(4) as i64;
         let ids: Vec<i64> = (next..next + n).collect();
         next += n;
-        let values: Vec<String> = ids.iter().map(|id| format!("({id}, 'w')")).collect();
-        let sql = format!("INSERT INTO t (id, v) VALUES {}", values.join(", "));
+        let sql = if multi_part {
+            let selects: Vec<String> = ids
+                .iter()
+                .map(|id| format!("SELECT CAST({id} AS BIGINT) AS id, 'w' AS v"))
+                .collect();
+            format!("INSERT INTO t (id, v) {}", selects.join(" UNION ALL "))
+        } else {
+            let values: Vec<String> = ids.iter().map(|id| format!("({id}, 'w')")).collect();
+            format!("INSERT INTO t (id, v) VALUES {}", values.join(", "))
+        };
         let list = id_list(&ids);
         let start = now_us();
         emit(&format!("TRY {start} {list}"));
@@ -685,6 +693,11 @@ impl Run {
         command
             .env("HISTORY_FIRST_ID", (instance * ID_BLOCK).to_string())
             .env("HISTORY_SEED", writer_seed.to_string());
+        // A third of the writers roll every row into a part of its own: their
+        // writes are multi-part writes, committed by one log entry each.
+        if (writer_seed >> 8).is_multiple_of(3) {
+            command.env("HISTORY_SEGMENT_SIZE", "1b");
+        }
         let key = self.spawn(Kind::Writer { instance }, command);
         self.writers[slot] = Some(key);
     }

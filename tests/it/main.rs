@@ -11,6 +11,7 @@ mod history;
 mod local_store;
 mod memory_store;
 mod merge_engines;
+mod multipart;
 mod rest_server;
 mod rest_smoke;
 mod shell;

@@ -2,7 +2,10 @@
 //! store), one command to start.
 //!
 //! - Writes become log segments, one per group commit, each checksummed and
-//!   made durable (fsync on local disk) before the INSERT returns.
+//!   made durable (fsync on local disk) before the INSERT returns. A write
+//!   bigger than `local.segment-size` rolls into parts that one log entry
+//!   commits as a unit, so a statement of any size is written, read and
+//!   tiered in bounded memory.
 //! - Reads of `t$rt` take the newest Paimon snapshot and the segments after
 //!   the position its newest tiering commit reached.
 //! - Tiering commits segments into Paimon exactly once (commit user
@@ -12,8 +15,9 @@
 //!
 //! Catalog options (`local.<key>`): `path` (default `<warehouse>/_lakestream`),
 //! `tier-interval` (default `30s`, `off` to disable background tiering),
-//! `tier-max-rows` (rows per tiering commit, default 2,000,000) and
-//! `log-retention` (how long tiered log stays readable, default `10min`).
+//! `tier-max-rows` (rows per tiering commit, default 2,000,000),
+//! `log-retention` (how long tiered log stays readable, default `10min`) and
+//! `segment-size` (the size at which a write rolls into parts, default `32mb`).
 
 mod path;
 mod root;
@@ -26,6 +30,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use datafusion::arrow::array::RecordBatch;
+use datafusion::arrow::datatypes::SchemaRef;
 use futures::future::BoxFuture;
 use paimon::catalog::{Catalog, Identifier};
 use paimon::table::Table;
@@ -34,12 +39,12 @@ pub use root::register_object_store;
 pub use table::TIER_USER;
 
 use self::root::Root;
-use self::table::with_row_kind;
+use self::table::{with_row_kind, PartsWriter};
 use crate::error::{Error, Result};
-use crate::options::{self, parse_duration};
+use crate::options::{self, parse_duration, parse_size};
 use crate::store::{
     log_arrow_schema, primary_keys, LakestreamStore, ScanMode, StoreContext, StoreFactory,
-    StoreRead, TierReport, WriteKind,
+    StoreRead, StoreWrite, TierReport, WriteKind,
 };
 
 /// The identifier of the embedded store.
@@ -49,7 +54,18 @@ const PATH: &str = "path";
 const TIER_INTERVAL: &str = "tier-interval";
 const TIER_MAX_ROWS: &str = "tier-max-rows";
 const LOG_RETENTION: &str = "log-retention";
-const KNOWN_OPTIONS: &[&str] = &[PATH, TIER_INTERVAL, TIER_MAX_ROWS, LOG_RETENTION];
+const SEGMENT_SIZE: &str = "segment-size";
+const KNOWN_OPTIONS: &[&str] = &[
+    PATH,
+    TIER_INTERVAL,
+    TIER_MAX_ROWS,
+    LOG_RETENTION,
+    SEGMENT_SIZE,
+];
+/// Big enough that a part's fixed costs (a put, an fsync) are small beside
+/// its rows; small enough that a write, a read and a tiering each hold a
+/// few of them at once well within memory.
+const DEFAULT_SEGMENT_SIZE: u64 = 32 << 20;
 /// Long enough for a streaming read to ride out a pause, and for any write
 /// to finish well within it (see `table.rs`: a write never lands below the
 /// tiered position while it is younger than half of this).
@@ -81,6 +97,8 @@ pub struct LocalOptions {
     /// How long segments stay after tiering passed them: streaming reads
     /// that fall behind by less go on from the log.
     pub log_retention: Duration,
+    /// Bytes of rows (in memory) at which a write rolls into a new part.
+    pub segment_size: u64,
 }
 
 impl LocalOptions {
@@ -162,11 +180,21 @@ impl LocalOptions {
                 retention
             }
         };
+        let segment_size = match options.get(SEGMENT_SIZE) {
+            None => DEFAULT_SEGMENT_SIZE,
+            Some(text) => parse_size(text).ok().filter(|n| *n > 0).ok_or_else(|| {
+                invalid(
+                    SEGMENT_SIZE,
+                    format!("'{text}' is not a size; write e.g. '32mb', '512kb' or '1048576'"),
+                )
+            })?,
+        };
         Ok(Self {
             path,
             tier_interval,
             tier_max_rows,
             log_retention,
+            segment_size,
         })
     }
 }
@@ -256,24 +284,111 @@ impl LocalStore {
             .pending_rows(table)
             .await
     }
+}
 
-    /// Starts the background tierer of `table` in this process, once.
-    fn ensure_tiering(&self, identifier: &Identifier) {
-        let Some(interval) = self.inner.options.tier_interval else {
-            return;
+impl LocalStore {
+    fn begin(&self, table: &Table, kind: WriteKind) -> Result<LocalWrite> {
+        if kind == WriteKind::Delete && primary_keys(table).is_empty() {
+            return Err(Error::WriteNotSupported {
+                operation: "DELETE".to_string(),
+                table: table.identifier().full_name(),
+                reason: "the table has no primary key".to_string(),
+            });
+        }
+        Ok(LocalWrite {
+            store: Arc::clone(&self.inner),
+            table: table.clone(),
+            kind,
+            schema: log_arrow_schema(table)?,
+            buffered: Vec::new(),
+            buffered_bytes: 0,
+            parts: None,
+            rows: 0,
+        })
+    }
+}
+
+/// A write to the `local` store. Rows gather in memory up to
+/// `local.segment-size`; a write that stays below it is one segment,
+/// grouped with other writes of the process. A bigger one rolls into parts
+/// as it goes, and its commit puts the one log entry that names them.
+struct LocalWrite {
+    store: Arc<Inner>,
+    table: Table,
+    kind: WriteKind,
+    /// The log's schema: the table's columns and the row kind.
+    schema: SchemaRef,
+    buffered: Vec<RecordBatch>,
+    buffered_bytes: u64,
+    parts: Option<PartsWriter>,
+    rows: u64,
+}
+
+impl LocalWrite {
+    /// Writes what is buffered as the next part.
+    async fn roll(&mut self) -> Result<()> {
+        let batches = std::mem::take(&mut self.buffered);
+        self.buffered_bytes = 0;
+        let parts = match &mut self.parts {
+            Some(parts) => parts,
+            None => {
+                let state = self.store.root.table(self.table.identifier());
+                self.parts
+                    .insert(state.start_parts(&self.table, &self.schema).await?)
+            }
         };
-        let first = self
-            .inner
-            .tiering
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(identifier.clone());
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            return;
-        };
-        if first {
-            let weak = Arc::downgrade(&self.inner);
-            runtime.spawn(background_tiering(weak, identifier.clone(), interval));
+        parts.put(&batches).await
+    }
+}
+
+#[async_trait]
+impl StoreWrite for LocalWrite {
+    async fn put(&mut self, batch: RecordBatch) -> Result<()> {
+        if batch.num_rows() == 0 {
+            return Ok(());
+        }
+        self.rows += batch.num_rows() as u64;
+        let batch = with_row_kind(&batch, self.kind, &self.schema)?;
+        self.buffered_bytes += batch.get_array_memory_size() as u64;
+        self.buffered.push(batch);
+        if self.buffered_bytes >= self.store.options.segment_size {
+            self.roll().await?;
+        }
+        Ok(())
+    }
+
+    async fn commit(mut self: Box<Self>) -> Result<u64> {
+        if self.parts.is_some() && !self.buffered.is_empty() {
+            self.roll().await?;
+        }
+        if self.rows == 0 {
+            return Ok(0);
+        }
+        let state = self.store.root.table(self.table.identifier());
+        let retention = self.store.options.log_retention;
+        let table = self.table.clone();
+        let batches = std::mem::take(&mut self.buffered);
+        let parts = self.parts.take();
+        // The commit runs in a task of its own: a caller that is cancelled
+        // or times out does not stop it part way (see docs/concepts).
+        tokio::spawn(async move {
+            match parts {
+                Some(parts) => parts.commit(retention).await,
+                None => state.append(&table, batches, retention).await,
+            }
+        })
+        .await
+        .map_err(|e| Error::WriteOutcomeUnknown {
+            table: self.table.identifier().full_name(),
+            reason: format!("the write task failed: {e}"),
+        })??;
+        self.store.ensure_tiering(self.table.identifier());
+        Ok(self.rows)
+    }
+
+    async fn abort(mut self: Box<Self>) {
+        if let Some(parts) = self.parts.take() {
+            parts.abort().await;
         }
     }
 }
@@ -305,6 +420,25 @@ async fn background_tiering(store: Weak<Inner>, identifier: Identifier, interval
 }
 
 impl Inner {
+    /// Starts the background tierer of `table` in this process, once.
+    fn ensure_tiering(self: &Arc<Self>, identifier: &Identifier) {
+        let Some(interval) = self.options.tier_interval else {
+            return;
+        };
+        let first = self
+            .tiering
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(identifier.clone());
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        if first {
+            let weak = Arc::downgrade(self);
+            runtime.spawn(background_tiering(weak, identifier.clone(), interval));
+        }
+    }
+
     async fn tier(&self, table: &Table) -> Result<TierReport> {
         self.root
             .table(table.identifier())
@@ -370,32 +504,19 @@ impl LakestreamStore for LocalStore {
         kind: WriteKind,
         batches: Vec<RecordBatch>,
     ) -> Result<u64> {
-        if kind == WriteKind::Delete && primary_keys(table).is_empty() {
-            return Err(Error::WriteNotSupported {
-                operation: "DELETE".to_string(),
-                table: table.identifier().full_name(),
-                reason: "the table has no primary key".to_string(),
-            });
+        let mut write = self.begin(table, kind)?;
+        for batch in batches {
+            write.put(batch).await?;
         }
-        let schema = log_arrow_schema(table)?;
-        let rows = batches.iter().map(|b| b.num_rows() as u64).sum();
-        let batches = batches
-            .iter()
-            .map(|b| with_row_kind(b, kind, &schema))
-            .collect::<Result<Vec<_>>>()?;
-        // The write runs in a task of its own: a caller that is cancelled
-        // or times out does not stop it part way (see docs/concepts).
-        let state = self.inner.root.table(table.identifier());
-        let owned = table.clone();
-        let retention = self.inner.options.log_retention;
-        tokio::spawn(async move { state.append(&owned, batches, retention).await })
-            .await
-            .map_err(|e| Error::WriteOutcomeUnknown {
-                table: table.identifier().full_name(),
-                reason: format!("the write task failed: {e}"),
-            })??;
-        self.ensure_tiering(table.identifier());
-        Ok(rows)
+        Box::new(write).commit().await
+    }
+
+    async fn start_write(
+        &self,
+        table: &Table,
+        kind: WriteKind,
+    ) -> Result<Option<Box<dyn StoreWrite>>> {
+        Ok(Some(Box::new(self.begin(table, kind)?)))
     }
 
     async fn tier(&self, table: &Table) -> Result<TierReport> {
@@ -423,6 +544,7 @@ mod tests {
         assert_eq!(o.tier_interval, Some(Duration::from_secs(30)));
         assert_eq!(o.tier_max_rows, 2_000_000);
         assert_eq!(o.log_retention, Duration::from_secs(600));
+        assert_eq!(o.segment_size, 32 << 20);
         let o = LocalOptions::from_options(
             &opts(&[
                 ("path", "memory://x"),
@@ -447,6 +569,8 @@ mod tests {
             (vec![("tier-max-rows", "0")], "local.tier-max-rows"),
             (vec![("log-retention", "500ms")], "local.log-retention"),
             (vec![("log-retention", "later")], "local.log-retention"),
+            (vec![("segment-size", "0")], "local.segment-size"),
+            (vec![("segment-size", "big")], "local.segment-size"),
         ] {
             let err = LocalOptions::from_options(&opts(&pairs), Some("/w"))
                 .unwrap_err()

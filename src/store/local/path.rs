@@ -34,6 +34,19 @@ pub(crate) fn segment(table_dir: &Path, seq: u64) -> Path {
 }
 
 /// Parses a segment object's sequence number back from its file name.
+/// The directory of a multi-part write's parts.
+pub(crate) fn parts_dir(table_dir: &Path, write_id: &str) -> Path {
+    table_dir
+        .clone()
+        .join("parts")
+        .join(encode_segment(write_id))
+}
+
+/// Part `index` of a multi-part write.
+pub(crate) fn part(table_dir: &Path, write_id: &str, index: usize) -> Path {
+    parts_dir(table_dir, write_id).join(format!("{index:06}.seg"))
+}
+
 pub(crate) fn segment_seq(path: &Path) -> Option<u64> {
     path.filename()?.strip_suffix(".seg")?.parse().ok()
 }

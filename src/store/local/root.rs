@@ -280,6 +280,25 @@ impl Root {
         }
     }
 
+    /// The first `len` bytes of an object (fewer if it is shorter); `None`
+    /// when there is none.
+    pub(crate) async fn get_head(&self, path: &Path, len: u64) -> Result<Option<Bytes>> {
+        match self.objects.get_range(path, 0..len).await {
+            Ok(bytes) => Ok(Some(bytes)),
+            Err(object_store::Error::NotFound { .. }) => Ok(None),
+            // Shorter than `len`: read it whole.
+            Err(_) => self.get(path).await,
+        }
+    }
+
+    /// Removes an empty directory on local disk (object stores have none);
+    /// anything in the way leaves it.
+    pub(crate) async fn delete_dir(&self, path: &Path) {
+        if let Some(dir) = self.local_file(path) {
+            let _ = tokio::fs::remove_dir(dir).await;
+        }
+    }
+
     /// Deletes an object; a missing one is not an error.
     pub(crate) async fn delete(&self, path: &Path) -> Result<()> {
         match self.objects.delete(path).await {

@@ -23,6 +23,13 @@
 //! operator setting the segment aside learns how many rows it held.
 //! Segments of the first format (`LSSEG001`: magic, length, payload, CRC)
 //! are still read.
+//!
+//! A write too big for one segment is a **multi-part write**: its rows go to
+//! part segments (the format above) outside the log, then one log entry,
+//! framed the same way with the magic `LSPRT001`, commits them as a unit.
+//! Its payload is a JSON [`PartList`]: the write's id (which names the
+//! directory of its parts), the columns of its rows, and each part's row
+//! count and length, so a part that is missing or replaced is damage.
 
 use std::io::Cursor;
 use std::sync::Arc;
@@ -35,6 +42,7 @@ use datafusion::arrow::ipc::reader::StreamReader;
 use datafusion::arrow::ipc::writer::StreamWriter;
 
 const MAGIC: &[u8; 8] = b"LSSEG002";
+const PARTS_MAGIC: &[u8; 8] = b"LSPRT001";
 const MAGIC_V1: &[u8; 8] = b"LSSEG001";
 const HEADER_LEN: usize = 8 + 8 + 8 + 16 + 4;
 const TRAILER_LEN: usize = 8 + 8 + 4 + 4;
@@ -69,15 +77,62 @@ pub(crate) fn encode(
         writer.finish()?;
     }
     let rows: u64 = batches.iter().map(|b| b.num_rows() as u64).sum();
+    Ok(frame(MAGIC, &payload, rows, write_id))
+}
+
+/// One part of a multi-part write, as its log entry records it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub(crate) struct Part {
+    pub(crate) rows: u64,
+    /// The part segment's length in bytes.
+    pub(crate) length: u64,
+}
+
+/// The log entry of a multi-part write: what it commits.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub(crate) struct PartList {
+    /// The write's id in hex: its parts lie in `parts/<write_id>/`.
+    pub(crate) write_id: String,
+    /// The names of the columns its rows have (the table's at the time, then
+    /// the row kind).
+    pub(crate) columns: Vec<String>,
+    /// Its parts, in order.
+    pub(crate) parts: Vec<Part>,
+}
+
+impl PartList {
+    pub(crate) fn rows(&self) -> u64 {
+        self.parts.iter().map(|p| p.rows).sum()
+    }
+}
+
+/// What a log entry holds.
+#[derive(Debug)]
+pub(crate) enum Entry {
+    /// Rows, as written.
+    Rows(Vec<RecordBatch>),
+    /// The parts of a multi-part write.
+    Parts(PartList),
+}
+
+/// Encodes the log entry that commits the parts of `list`.
+pub(crate) fn encode_parts(list: &PartList, write_id: u128) -> Result<Vec<u8>, SegmentError> {
+    let payload = serde_json::to_vec(list)
+        .map_err(|e| SegmentError::Damaged(format!("a part list cannot be written: {e}")))?;
+    Ok(frame(PARTS_MAGIC, &payload, list.rows(), write_id))
+}
+
+/// Frames `payload` with the format-2 header and tail.
+fn frame(magic: &[u8; 8], payload: &[u8], rows: u64, write_id: u128) -> Vec<u8> {
     let length = payload.len() as u64;
     let mut out = Vec::with_capacity(HEADER_LEN + payload.len() + TRAILER_LEN);
-    out.extend_from_slice(MAGIC);
+    out.extend_from_slice(magic);
     out.extend_from_slice(&length.to_le_bytes());
     out.extend_from_slice(&rows.to_le_bytes());
     out.extend_from_slice(&write_id.to_le_bytes());
     let header_crc = crc32fast::hash(&out);
     out.extend_from_slice(&header_crc.to_le_bytes());
-    out.extend_from_slice(&payload);
+    out.extend_from_slice(payload);
     let tail_start = out.len();
     out.extend_from_slice(&rows.to_le_bytes());
     out.extend_from_slice(&length.to_le_bytes());
@@ -85,7 +140,7 @@ pub(crate) fn encode(
     out.extend_from_slice(&tail_crc.to_le_bytes());
     let crc = crc32fast::hash(&out);
     out.extend_from_slice(&crc.to_le_bytes());
-    Ok(out)
+    out
 }
 
 fn u64_at(bytes: &[u8], at: usize) -> Option<u64> {
@@ -106,7 +161,8 @@ fn u32_at(bytes: &[u8], at: usize) -> Option<u32> {
 /// checksum), even when the rest of the segment is damaged.
 pub(crate) fn rows_hint(bytes: &[u8]) -> Option<u64> {
     let header = bytes.get(..HEADER_LEN - 4)?;
-    if header.get(..8) == Some(MAGIC.as_slice())
+    let magic = header.get(..8);
+    if (magic == Some(MAGIC.as_slice()) || magic == Some(PARTS_MAGIC.as_slice()))
         && u32_at(bytes, HEADER_LEN - 4) == Some(crc32fast::hash(header))
     {
         return u64_at(bytes, 16);
@@ -141,6 +197,27 @@ fn payload(bytes: &[u8], header_len: usize, trailer_len: usize) -> Result<&[u8],
         return damaged("checksum mismatch".to_string());
     }
     Ok(&bytes[header_len..bytes.len() - trailer_len])
+}
+
+/// Whether `bytes` (at least the first 8 of an object) begin a multi-part
+/// write's log entry.
+pub(crate) fn is_part_list(head: &[u8]) -> bool {
+    head.get(..8) == Some(PARTS_MAGIC.as_slice())
+}
+
+/// What a log entry whose bytes verify holds. Anything else is
+/// [`SegmentError::Damaged`].
+pub(crate) fn decode_entry(bytes: &[u8]) -> Result<Entry, SegmentError> {
+    if is_part_list(bytes) {
+        let payload = payload(bytes, HEADER_LEN, TRAILER_LEN)?;
+        let list: PartList = serde_json::from_slice(payload).map_err(|e| {
+            SegmentError::Damaged(format!(
+                "the part list does not parse, yet its checksum matched: {e}"
+            ))
+        })?;
+        return Ok(Entry::Parts(list));
+    }
+    decode(bytes).map(Entry::Rows)
 }
 
 /// The rows of a segment whose bytes verify. Anything else is
@@ -238,6 +315,45 @@ mod tests {
         let mut longer = bytes.clone();
         longer.push(0);
         assert!(matches!(decode(&longer), Err(SegmentError::Damaged(_))));
+    }
+
+    #[test]
+    fn part_lists_round_trip_and_every_flipped_bit_is_damage() {
+        let list = PartList {
+            write_id: "abc".to_string(),
+            columns: vec!["id".to_string(), "_lakestream_row_kind".to_string()],
+            parts: vec![
+                Part {
+                    rows: 3,
+                    length: 10,
+                },
+                Part {
+                    rows: 4,
+                    length: 12,
+                },
+            ],
+        };
+        let bytes = encode_parts(&list, 9).unwrap();
+        assert!(is_part_list(&bytes));
+        assert_eq!(rows_hint(&bytes), Some(7));
+        match decode_entry(&bytes).unwrap() {
+            Entry::Parts(decoded) => assert_eq!(decoded, list),
+            Entry::Rows(_) => panic!("a part list decoded as rows"),
+        }
+        for i in 0..bytes.len() {
+            let mut corrupt = bytes.clone();
+            corrupt[i] ^= 0x10;
+            assert!(
+                matches!(decode_entry(&corrupt), Err(SegmentError::Damaged(_))),
+                "byte {i} flipped"
+            );
+        }
+        // A rows segment is never taken for a part list, and vice versa.
+        let b = batch();
+        let rows = encode(&b.schema(), &[b], 7).unwrap();
+        assert!(!is_part_list(&rows));
+        assert!(matches!(decode_entry(&rows).unwrap(), Entry::Rows(_)));
+        assert!(decode(&bytes).is_err());
     }
 
     #[test]

@@ -35,7 +35,8 @@ use datafusion::arrow::array::{Array, Int8Array, RecordBatch};
 use datafusion::arrow::datatypes::{Field, Schema, SchemaRef};
 use datafusion::execution::SendableRecordBatchStream;
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
-use futures::TryStreamExt;
+use futures::stream::BoxStream;
+use futures::{StreamExt, TryStreamExt};
 use object_store::path::Path;
 use paimon::catalog::Identifier;
 use paimon::spec::VALUE_KIND_FIELD_NAME;
@@ -44,7 +45,7 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::{oneshot, Notify};
 
 use super::root::{Created, PutFailed, Root};
-use super::segment::{self, SegmentError};
+use super::segment::{self, Entry, Part, PartList, SegmentError};
 use super::{failpoint, path, LOCAL};
 use crate::error::{Error, Result};
 use crate::store::progress::TierProgress;
@@ -99,22 +100,94 @@ struct Passed {
     at_ms: i64,
 }
 
-/// A decoded segment: its batches as written (the schema of their time).
-type Segment = Arc<Vec<RecordBatch>>;
+/// How many bytes of decoded rows a table's entry cache keeps at most.
+/// Entries beyond it are read from their files again when they are needed,
+/// so a backlog of any size is read and tiered in bounded memory.
+const CACHE_BYTES: usize = 64 << 20;
 
-/// What reading a segment's object found.
+/// A log entry as this process holds it.
+#[derive(Clone)]
+enum Held {
+    /// A segment's rows, decoded, as written (the schema of their time).
+    Rows(Arc<Vec<RecordBatch>>),
+    /// A multi-part write's list of parts; the parts are read when needed.
+    Parts(Arc<PartList>),
+}
+
+impl Held {
+    fn bytes(&self) -> usize {
+        match self {
+            Held::Rows(batches) => batches.iter().map(|b| b.get_array_memory_size()).sum(),
+            Held::Parts(list) => 64 + list.parts.len() * 16,
+        }
+    }
+}
+
+/// What is remembered of every entry from the read position on, cached or not.
+#[derive(Debug, Clone)]
+struct Info {
+    rows: u64,
+    /// The names of the columns its rows carry (the table's at the time of
+    /// the write, then the row kind).
+    columns: Arc<Vec<String>>,
+}
+
+impl Info {
+    fn of(schema: &Schema, rows: u64) -> Self {
+        Self {
+            rows,
+            columns: Arc::new(schema.fields().iter().map(|f| f.name().clone()).collect()),
+        }
+    }
+}
+
+/// What reading an entry's object found.
 enum Fetched {
-    Segment(Segment),
+    Entry(Held, Info),
     /// No object: never written, or trimmed.
     Absent,
 }
 
 #[derive(Default)]
 struct Segments {
-    /// Decoded segments by sequence number, from the last read position on.
-    cache: BTreeMap<u64, Segment>,
+    /// Entries by position, from the last read position on, as long as
+    /// they fit in [`CACHE_BYTES`].
+    cache: BTreeMap<u64, Held>,
+    cached_bytes: usize,
+    /// What every entry from the last read position on holds.
+    info: BTreeMap<u64, Info>,
     /// The next sequence number to look for; `None` until the log was listed.
     next: Option<u64>,
+}
+
+impl Segments {
+    fn remember(&mut self, seq: u64, held: &Held, info: Info) {
+        self.info.insert(seq, info);
+        if self.cache.contains_key(&seq) {
+            return;
+        }
+        let bytes = held.bytes();
+        if self.cached_bytes + bytes <= CACHE_BYTES {
+            self.cached_bytes += bytes;
+            self.cache.insert(seq, held.clone());
+        }
+    }
+
+    fn forget(&mut self, seq: u64) {
+        self.info.remove(&seq);
+        if let Some(held) = self.cache.remove(&seq) {
+            self.cached_bytes = self.cached_bytes.saturating_sub(held.bytes());
+        }
+    }
+
+    /// What lies before `from` is in Paimon.
+    fn forget_before(&mut self, from: u64) {
+        let kept = self.cache.split_off(&from);
+        let dropped: usize = self.cache.values().map(Held::bytes).sum();
+        self.cached_bytes = self.cached_bytes.saturating_sub(dropped);
+        self.cache = kept;
+        self.info = self.info.split_off(&from);
+    }
 }
 
 /// One incarnation of a store table, as this process knows it.
@@ -494,12 +567,42 @@ impl TableState {
         let bytes = Bytes::from(
             segment::encode(&schema, &batches, unique()).map_err(|e| store_error(LOCAL, e))?,
         );
+        let info = Info::of(&schema, batches.iter().map(|b| b.num_rows() as u64).sum());
+        self.put_entry(
+            table,
+            None,
+            bytes,
+            Held::Rows(Arc::new(batches)),
+            info,
+            retention,
+        )
+        .await
+    }
+
+    /// Puts a log entry at the next free position, never below what tiering
+    /// passed. With `expect`, the entry belongs to that incarnation (its
+    /// parts were written there) and is not applied to any other.
+    async fn put_entry(
+        &self,
+        table: &Table,
+        expect: Option<&Incarnation>,
+        bytes: Bytes,
+        held: Held,
+        info: Info,
+        retention: Duration,
+    ) -> Result<()> {
         let started = Instant::now();
         // From checking the incarnation to the put, no segment is deleted
         // and the table is not dropped: both take this lock exclusively (on
         // local disk; elsewhere the retention and the checks below see to it).
         let trim_lock = self.root.lock_trim(&self.dir, true).await?;
         let incarnation = self.current(table).await?;
+        if expect.is_some_and(|expected| expected.id != incarnation.id) {
+            return Err(Error::WriteNotApplied {
+                table: self.name(),
+                reason: "the table was dropped and created again while the write ran".to_string(),
+            });
+        }
         let mut segments = incarnation.segments.lock().await;
         // Never below what tiering passed, whatever this process cached.
         let (_, tiered) = self.tiered(&incarnation, table).await?;
@@ -556,11 +659,30 @@ impl TableState {
                 )));
             }
         }
-        segments.cache.insert(seq, Arc::new(batches));
+        segments.remember(seq, &held, info);
         segments.next = Some(seq + 1);
         drop(segments);
         self.written.notify_waiters();
         Ok(())
+    }
+
+    /// Starts a multi-part write of rows with `schema` (the log's).
+    pub(crate) async fn start_parts(
+        self: &Arc<Self>,
+        table: &Table,
+        schema: &SchemaRef,
+    ) -> Result<PartsWriter> {
+        let incarnation = self.current(table).await?;
+        let write_id = unique();
+        Ok(PartsWriter {
+            state: Arc::clone(self),
+            table: table.clone(),
+            incarnation,
+            write_id,
+            name: format!("{write_id:032x}"),
+            columns: schema.fields().iter().map(|f| f.name().clone()).collect(),
+            parts: Vec::new(),
+        })
     }
 
     fn unknown(&self, reason: String) -> Error {
@@ -586,14 +708,31 @@ impl TableState {
         Ok(seqs.iter().max().map_or(0, |max| max + 1))
     }
 
-    /// Reads the segment `seq`.
+    /// Reads the log entry `seq`.
     async fn fetch(&self, incarnation: &Incarnation, seq: u64) -> Result<Fetched> {
         let location = path::segment(&incarnation.dir, seq);
         let Some(bytes) = self.root.get(&location).await? else {
             return Ok(Fetched::Absent);
         };
-        match segment::decode(&bytes) {
-            Ok(batches) => Ok(Fetched::Segment(Arc::new(batches))),
+        match segment::decode_entry(&bytes) {
+            Ok(Entry::Rows(batches)) => {
+                let rows = batches.iter().map(|b| b.num_rows() as u64).sum();
+                let info = match batches.first() {
+                    Some(batch) => Info::of(&batch.schema(), rows),
+                    None => Info {
+                        rows,
+                        columns: Default::default(),
+                    },
+                };
+                Ok(Fetched::Entry(Held::Rows(Arc::new(batches)), info))
+            }
+            Ok(Entry::Parts(list)) => {
+                let info = Info {
+                    rows: list.rows(),
+                    columns: Arc::new(list.columns.clone()),
+                };
+                Ok(Fetched::Entry(Held::Parts(Arc::new(list)), info))
+            }
             Err(e) => Err(self.damaged(&location, seq, &e, &bytes)),
         }
     }
@@ -611,41 +750,182 @@ impl TableState {
         }
     }
 
-    /// Brings the segment cache up to date and returns the segments from
-    /// `from` on. `Ok(None)`: a segment at or after `from` is gone (trimmed
+    /// Brings what this process knows of the log up to date from `from` on
+    /// and returns its end: every entry in `[from, end)` was there when
+    /// looked at. `Ok(None)`: an entry at or after `from` is gone (trimmed
     /// after the retention); plan again.
-    async fn segments_from(
-        &self,
-        incarnation: &Incarnation,
-        from: u64,
-    ) -> Result<Option<Vec<(u64, Segment)>>> {
+    async fn scan(&self, incarnation: &Incarnation, from: u64) -> Result<Option<u64>> {
         let mut segments = incarnation.segments.lock().await;
         if segments.next.is_none() {
             segments.next = Some(self.list(incarnation).await?);
         }
-        let mut out = Vec::new();
+        segments.forget_before(from);
+        let listed_end = segments.next.unwrap_or(0);
         let mut seq = from;
         loop {
-            let listed_end = segments.next.unwrap_or(0);
-            let fetched = match segments.cache.get(&seq).cloned() {
-                Some(segment) => Fetched::Segment(segment),
-                None => self.fetch(incarnation, seq).await?,
-            };
-            match fetched {
-                Fetched::Segment(segment) => {
-                    segments.cache.insert(seq, Arc::clone(&segment));
-                    out.push((seq, segment));
+            if !segments.info.contains_key(&seq) {
+                match self.fetch(incarnation, seq).await? {
+                    Fetched::Entry(held, info) => segments.remember(seq, &held, info),
+                    // Past the end: nothing was written there yet.
+                    Fetched::Absent if seq >= listed_end => break,
+                    Fetched::Absent => return Ok(None),
                 }
-                // Past the end: nothing was written there yet.
-                Fetched::Absent if seq >= listed_end => break,
-                Fetched::Absent => return Ok(None),
             }
             seq += 1;
         }
-        segments.next = Some(segments.next.unwrap_or(0).max(seq));
-        // What lies before `from` is in Paimon.
-        segments.cache = segments.cache.split_off(&from);
-        Ok(Some(out))
+        segments.next = Some(listed_end.max(seq));
+        Ok(Some(seq))
+    }
+
+    /// The rows of the entries in `[from, end)`, as far as [`Self::scan`] saw them.
+    async fn rows_between(&self, incarnation: &Incarnation, from: u64, end: u64) -> u64 {
+        let segments = incarnation.segments.lock().await;
+        segments
+            .info
+            .range(from..end.max(from))
+            .map(|(_, info)| info.rows)
+            .sum()
+    }
+
+    /// What the entry `seq` holds: from the cache, or read again.
+    async fn entry(&self, incarnation: &Incarnation, seq: u64) -> Result<Option<(Held, Info)>> {
+        let mut segments = incarnation.segments.lock().await;
+        if let (Some(held), Some(info)) = (segments.cache.get(&seq), segments.info.get(&seq)) {
+            return Ok(Some((held.clone(), info.clone())));
+        }
+        match self.fetch(incarnation, seq).await? {
+            Fetched::Entry(held, info) => {
+                if segments.next.is_some_and(|next| seq < next) {
+                    segments.remember(seq, &held, info.clone());
+                }
+                Ok(Some((held, info)))
+            }
+            Fetched::Absent => Ok(None),
+        }
+    }
+
+    /// The rows of part `index` of a multi-part write committed at `seq`.
+    async fn read_part(
+        &self,
+        incarnation: &Incarnation,
+        list: &PartList,
+        seq: u64,
+        index: usize,
+    ) -> Result<Vec<RecordBatch>> {
+        let location = path::part(&incarnation.dir, &list.write_id, index);
+        let part = list.parts.get(index).ok_or_else(|| {
+            Error::Internal(format!(
+                "part {index} of a write of {} parts",
+                list.parts.len()
+            ))
+        })?;
+        let damaged = |reason: String| Error::SegmentDamaged {
+            table: self.name(),
+            file: self.file(&location),
+            position: seq,
+            reason,
+            held: format!(
+                "it is part {} of {} of a write of {} rows, and held {} of them",
+                index + 1,
+                list.parts.len(),
+                list.rows(),
+                part.rows
+            ),
+        };
+        let Some(bytes) = self.root.get(&location).await? else {
+            return Err(damaged("the part is missing".to_string()));
+        };
+        if bytes.len() as u64 != part.length {
+            return Err(damaged(format!(
+                "{} bytes where the write's entry records {}",
+                bytes.len(),
+                part.length
+            )));
+        }
+        let batches = segment::decode(&bytes).map_err(|e| damaged(e.to_string()))?;
+        let rows: u64 = batches.iter().map(|b| b.num_rows() as u64).sum();
+        if rows != part.rows {
+            return Err(damaged(format!(
+                "{rows} rows where the write's entry records {}",
+                part.rows
+            )));
+        }
+        Ok(batches)
+    }
+
+    /// The rows of the entry `seq`, aligned with `schema`, read one part at
+    /// a time. An entry that is gone was trimmed under the read.
+    async fn entry_rows(
+        self: &Arc<Self>,
+        incarnation: &Arc<Incarnation>,
+        seq: u64,
+        schema: &SchemaRef,
+    ) -> Result<BoxStream<'static, Result<RecordBatch>>> {
+        let Some((held, _)) = self.entry(incarnation, seq).await? else {
+            return Err(Error::StreamBehind {
+                table: self.name(),
+                position: seq,
+            });
+        };
+        let align = {
+            let schema = Arc::clone(schema);
+            move |batch: &RecordBatch| {
+                segment::align(batch, &schema).map_err(|e| store_error(LOCAL, e))
+            }
+        };
+        match held {
+            Held::Rows(batches) => {
+                let aligned: Vec<Result<RecordBatch>> = batches.iter().map(&align).collect();
+                Ok(futures::stream::iter(aligned).boxed())
+            }
+            Held::Parts(list) => {
+                let (state, incarnation) = (Arc::clone(self), Arc::clone(incarnation));
+                let parts = futures::stream::iter(0..list.parts.len())
+                    .then(move |index| {
+                        let (state, incarnation, list) = (
+                            Arc::clone(&state),
+                            Arc::clone(&incarnation),
+                            Arc::clone(&list),
+                        );
+                        let align = align.clone();
+                        async move {
+                            let batches = state.read_part(&incarnation, &list, seq, index).await?;
+                            let aligned: Vec<Result<RecordBatch>> =
+                                batches.iter().map(&align).collect();
+                            Ok::<_, Error>(futures::stream::iter(aligned))
+                        }
+                    })
+                    .try_flatten();
+                Ok(parts.boxed())
+            }
+        }
+    }
+
+    /// The rows of the entries in `[from, end)`, aligned with `schema`, one
+    /// entry (one part of a multi-part write) at a time.
+    fn entries_rows(
+        self: &Arc<Self>,
+        incarnation: &Arc<Incarnation>,
+        schema: &SchemaRef,
+        from: u64,
+        end: u64,
+    ) -> BoxStream<'static, Result<RecordBatch>> {
+        let (state, incarnation, schema) = (
+            Arc::clone(self),
+            Arc::clone(incarnation),
+            Arc::clone(schema),
+        );
+        futures::stream::iter(from..end)
+            .then(move |seq| {
+                let (state, incarnation, schema) = (
+                    Arc::clone(&state),
+                    Arc::clone(&incarnation),
+                    Arc::clone(&schema),
+                );
+                async move { state.entry_rows(&incarnation, seq, &schema).await }
+            })
+            .try_flatten()
+            .boxed()
     }
 
     /// The newest snapshot and the store position its rows reach: the commit
@@ -723,16 +1003,16 @@ impl TableState {
         // sees the snapshot that holds its rows.
         for _ in 0..8 {
             let (snapshot_id, position) = self.tiered(&incarnation, table).await?;
-            if let Some(segments) = self.segments_from(&incarnation, position).await? {
-                let end = segments.last().map_or(position, |(seq, _)| seq + 1);
-                let batches = align_all(&segments, &schema)?;
+            if let Some(end) = self.scan(&incarnation, position).await? {
+                let rows = self.rows_between(&incarnation, position, end).await;
                 return Ok(LocalLog {
                     state: Arc::clone(self),
                     incarnation,
                     schema,
                     snapshot_id,
-                    batches,
+                    from: position,
                     end,
+                    rows,
                 });
             }
         }
@@ -750,7 +1030,7 @@ impl TableState {
     /// Moves the store's rows into Paimon, `max_rows` rows per commit at most,
     /// until the store holds nothing Paimon lacks (as of the call).
     pub(crate) async fn tier(
-        &self,
+        self: &Arc<Self>,
         table: &Table,
         max_rows: u64,
         retention: Duration,
@@ -768,57 +1048,30 @@ impl TableState {
         loop {
             let (snapshot_id, position) = self.tiered(&incarnation, table).await?;
             report.position = position;
-            let Some(segments) = self.segments_from(&incarnation, position).await? else {
+            let Some(end) = self.scan(&incarnation, position).await? else {
                 // Only a trim removes segments, and we hold the lock.
                 vanished += 1;
                 if vanished > 3 {
-                    return Err(store_error(
-                        LOCAL,
-                        format!(
-                            "segments of '{}' after position {position} are missing",
-                            self.name()
-                        ),
-                    ));
+                    return Err(self.missing_after(position));
                 }
                 continue;
             };
-            let stop_at = *run_end.get_or_insert_with(|| {
-                progress.set_total(rows_of(segments.iter().map(|(_, s)| s)));
-                segments.last().map_or(position, |(seq, _)| seq + 1)
-            });
-            // Rows written under a newer schema need a newer `Table`: the
-            // next run, which loads one, tiers them.
-            let columns: HashSet<&str> =
-                schema.fields().iter().map(|f| f.name().as_str()).collect();
-            let newer = |segment: &Segment| {
-                segment.iter().any(|b| {
-                    b.schema()
-                        .fields()
-                        .iter()
-                        .any(|f| !columns.contains(f.name().as_str()))
-                })
+            let stop_at = match run_end {
+                Some(stop_at) => stop_at,
+                None => {
+                    progress.set_total(self.rows_between(&incarnation, position, end).await);
+                    *run_end.insert(end)
+                }
             };
-            // Segments are whole units: take them until the batch is big enough.
-            let mut chosen = Vec::new();
-            let mut rows = 0u64;
-            for (seq, segment) in segments {
-                if seq >= stop_at || newer(&segment) {
-                    break;
-                }
-                if !chosen.is_empty() && rows >= max_rows {
-                    break;
-                }
-                rows += rows_of(std::iter::once(&segment));
-                chosen.push((seq, segment));
-            }
-            let Some(end) = chosen.last().map(|(seq, _)| seq + 1) else {
+            let chunk = self
+                .tier_chunk(&incarnation, table, &schema, position, stop_at, max_rows)
+                .await?;
+            let Some((end, rows)) = chunk else {
                 // Caught up: what Paimon holds can go from the store.
                 self.trim(&incarnation, position, snapshot_id, retention)
                     .await?;
                 return Ok(report);
             };
-            let batches = align_all(&chosen, &schema)?;
-            self.commit(&incarnation, table, &batches, end).await?;
             report.rows += rows;
             report.commits += 1;
             progress.set_rows(report.rows);
@@ -838,26 +1091,60 @@ impl TableState {
         }
     }
 
-    /// Writes the rows into Paimon and commits them as identifier `end`,
-    /// once: a retry after an uncertain commit is skipped by Paimon.
-    async fn commit(
-        &self,
-        incarnation: &Incarnation,
+    fn missing_after(&self, position: u64) -> Error {
+        store_error(
+            LOCAL,
+            format!(
+                "segments of '{}' after position {position} are missing",
+                self.name()
+            ),
+        )
+    }
+
+    /// Writes the entries from `position` on into Paimon, streaming them one
+    /// part at a time, and commits them as identifier = their end, once (a
+    /// retry after an uncertain commit is skipped by Paimon). Entries are
+    /// whole units: the chunk ends at `stop_at`, after the entry that reaches
+    /// `max_rows`, or before an entry whose rows have columns `table` lacks
+    /// (rows written under a newer schema need a newer `Table`: the next run,
+    /// which loads one, tiers them). `None`: nothing to tier.
+    async fn tier_chunk(
+        self: &Arc<Self>,
+        incarnation: &Arc<Incarnation>,
         table: &Table,
-        batches: &[RecordBatch],
-        end: u64,
-    ) -> Result<()> {
+        schema: &SchemaRef,
+        position: u64,
+        stop_at: u64,
+        max_rows: u64,
+    ) -> Result<Option<(u64, u64)>> {
+        let columns: HashSet<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
         failpoint("tier-before-write");
         let builder = table
             .new_write_builder()
             .with_commit_user(&incarnation.user)?;
         let mut write = builder.new_write()?;
         let keyed = !primary_keys(table).is_empty();
-        for batch in batches {
-            let batch = paimon_batch(batch, keyed)?;
-            if batch.num_rows() > 0 {
-                write.write_arrow_batch(&batch).await?;
+        let mut seq = position;
+        let mut rows = 0u64;
+        while seq < stop_at && (seq == position || rows < max_rows) {
+            let Some((_, info)) = self.entry(incarnation, seq).await? else {
+                return Err(self.missing_after(seq));
+            };
+            if info.columns.iter().any(|c| !columns.contains(c.as_str())) {
+                break;
             }
+            let mut batches = self.entry_rows(incarnation, seq, schema).await?;
+            while let Some(batch) = batches.try_next().await? {
+                let batch = paimon_batch(&batch, keyed)?;
+                if batch.num_rows() > 0 {
+                    write.write_arrow_batch(&batch).await?;
+                }
+            }
+            rows += info.rows;
+            seq += 1;
+        }
+        if seq == position {
+            return Ok(None);
         }
         let messages = write.prepare_commit().await?;
         failpoint("tier-after-write");
@@ -873,8 +1160,8 @@ impl TableState {
             }
             None => return Err(self.missing()),
         }
-        let identifier = i64::try_from(end)
-            .map_err(|_| store_error(LOCAL, format!("position {end} overflows a commit id")))?;
+        let identifier = i64::try_from(seq)
+            .map_err(|_| store_error(LOCAL, format!("position {seq} overflows a commit id")))?;
         // An empty commit still records the position: segments set aside
         // (empty) are passed like any other.
         builder
@@ -883,7 +1170,7 @@ impl TableState {
             .filter_and_commit_with_identifier(messages, identifier)
             .await?;
         failpoint("tier-after-commit");
-        Ok(())
+        Ok(Some((seq, rows)))
     }
 
     /// Records that Paimon holds the rows before `position` (as of
@@ -947,8 +1234,36 @@ impl TableState {
             .await
             .map_err(|e| store_error(LOCAL, e))?;
         for location in old {
+            // A multi-part write's parts go before its entry: an entry left
+            // by a trim cut short is found and finished by the next one.
+            if let Some(head) = self.root.get_head(&location, 8).await? {
+                if segment::is_part_list(&head) {
+                    self.delete_parts(&incarnation.dir, &location).await?;
+                }
+            }
             self.root.delete(&location).await?;
         }
+        Ok(())
+    }
+
+    /// Deletes the parts the multi-part write's entry at `location` names.
+    async fn delete_parts(&self, dir: &Path, location: &Path) -> Result<()> {
+        let Some(bytes) = self.root.get(location).await? else {
+            return Ok(());
+        };
+        // A damaged entry below the tiered position was set aside or tiered
+        // past; its parts stay for whoever looks into it.
+        let Ok(Entry::Parts(list)) = segment::decode_entry(&bytes) else {
+            return Ok(());
+        };
+        for index in 0..list.parts.len() {
+            self.root
+                .delete(&path::part(dir, &list.write_id, index))
+                .await?;
+        }
+        self.root
+            .delete_dir(&path::parts_dir(dir, &list.write_id))
+            .await;
         Ok(())
     }
 
@@ -956,11 +1271,8 @@ impl TableState {
     pub(crate) async fn pending_rows(&self, table: &Table) -> Result<u64> {
         let incarnation = self.current(table).await?;
         let (_, position) = self.tiered(&incarnation, table).await?;
-        let segments = self
-            .segments_from(&incarnation, position)
-            .await?
-            .unwrap_or_default();
-        Ok(rows_of(segments.iter().map(|(_, s)| s)))
+        let end = self.scan(&incarnation, position).await?.unwrap_or(position);
+        Ok(self.rows_between(&incarnation, position, end).await)
     }
 
     /// Moves the damaged segment at `position` aside (to `damaged/` beside
@@ -977,21 +1289,33 @@ impl TableState {
                 reason: format!("'{}' has no segment at position {position}", self.name()),
             });
         };
-        let error = match segment::decode(&bytes) {
-            Ok(_) => {
-                return Err(Error::InvalidStatement {
-                    statement: "set aside".to_string(),
-                    reason: format!(
-                        "the segment at position {position} of '{}' is not damaged; only \
-                         damaged segments are set aside",
-                        self.name()
-                    ),
-                })
-            }
-            Err(e) => e,
+        let not_damaged = || Error::InvalidStatement {
+            statement: "set aside".to_string(),
+            reason: format!(
+                "the segment at position {position} of '{}' is not damaged; only \
+                 damaged segments are set aside",
+                self.name()
+            ),
         };
-        let Error::SegmentDamaged { held, .. } = self.damaged(&location, position, &error, &bytes)
-        else {
+        let damage = match segment::decode_entry(&bytes) {
+            Ok(Entry::Rows(_)) => return Err(not_damaged()),
+            // A multi-part write is damaged where any of its parts is.
+            Ok(Entry::Parts(list)) => {
+                let mut found = None;
+                for index in 0..list.parts.len() {
+                    if let Err(e) = self.read_part(&incarnation, &list, position, index).await {
+                        if matches!(e, Error::SegmentDamaged { .. }) {
+                            found = Some(e);
+                            break;
+                        }
+                        return Err(e);
+                    }
+                }
+                found.ok_or_else(not_damaged)?
+            }
+            Err(error) => self.damaged(&location, position, &error, &bytes),
+        };
+        let Error::SegmentDamaged { held, .. } = damage else {
             return Err(Error::Internal(
                 "set aside: not a damage report".to_string(),
             ));
@@ -1005,7 +1329,7 @@ impl TableState {
         let schema = log_arrow_schema(table)?;
         let empty = segment::encode(&schema, &[], unique()).map_err(|e| store_error(LOCAL, e))?;
         self.root.put_replace(&location, Bytes::from(empty)).await?;
-        incarnation.segments.lock().await.cache.remove(&position);
+        incarnation.segments.lock().await.forget(position);
         Ok(format!(
             "set aside segment {position} of '{}' ({held}) as '{}'",
             self.name(),
@@ -1015,7 +1339,7 @@ impl TableState {
 
     /// Segments after `from`, waiting for one to be written. Fails when the
     /// log it needs was trimmed, or the table was dropped.
-    async fn wait_for(&self, incarnation: &Incarnation, from: u64) -> Result<Vec<(u64, Segment)>> {
+    async fn wait_for(&self, incarnation: &Incarnation, from: u64) -> Result<u64> {
         loop {
             let notified = self.written.notified();
             tokio::pin!(notified);
@@ -1024,9 +1348,9 @@ impl TableState {
                 table: self.name(),
                 position: from,
             };
-            match self.segments_from(incarnation, from).await? {
+            match self.scan(incarnation, from).await? {
                 None => return Err(behind),
-                Some(segments) if !segments.is_empty() => return Ok(segments),
+                Some(end) if end > from => return Ok(end),
                 Some(_) => {}
             }
             match self.read_meta().await? {
@@ -1047,21 +1371,6 @@ impl TableState {
             let _ = tokio::time::timeout(FOLLOW_POLL, notified).await;
         }
     }
-}
-
-fn rows_of<'a>(segments: impl Iterator<Item = &'a Segment>) -> u64 {
-    segments
-        .flat_map(|s| s.iter())
-        .map(|b| b.num_rows() as u64)
-        .sum()
-}
-
-fn align_all(segments: &[(u64, Segment)], schema: &SchemaRef) -> Result<Vec<RecordBatch>> {
-    segments
-        .iter()
-        .flat_map(|(_, s)| s.iter())
-        .map(|b| segment::align(b, schema).map_err(|e| store_error(LOCAL, e)))
-        .collect()
 }
 
 /// A log batch as Paimon's writer takes it: primary-key tables keep the row
@@ -1096,8 +1405,10 @@ pub(crate) struct LocalLog {
     incarnation: Arc<Incarnation>,
     schema: SchemaRef,
     pub(crate) snapshot_id: Option<i64>,
-    batches: Vec<RecordBatch>,
+    /// The entries `[from, end)` are the read's; they hold `rows` rows.
+    from: u64,
     end: u64,
+    rows: u64,
 }
 
 impl std::fmt::Debug for Incarnation {
@@ -1110,14 +1421,19 @@ impl std::fmt::Debug for Incarnation {
 
 impl StoreLog for LocalLog {
     fn bounded_is_empty(&self) -> bool {
-        self.batches.iter().all(|b| b.num_rows() == 0)
+        self.rows == 0
     }
 
+    /// Reads the entries from their cache or their files, one entry (one
+    /// part of a multi-part write) at a time; every call reads the same rows.
     fn read_bounded(&self) -> Result<SendableRecordBatchStream> {
-        let batches = self.batches.clone();
+        let rows = self
+            .state
+            .entries_rows(&self.incarnation, &self.schema, self.from, self.end)
+            .map_err(datafusion::error::DataFusionError::from);
         Ok(Box::pin(RecordBatchStreamAdapter::new(
             Arc::clone(&self.schema),
-            futures::stream::iter(batches.into_iter().map(Ok)),
+            rows,
         )))
     }
 
@@ -1130,14 +1446,15 @@ impl StoreLog for LocalLog {
         );
         let stream =
             futures::stream::try_unfold(start, |(state, incarnation, schema, from)| async move {
-                let segments = state
+                let next = state
                     .wait_for(&incarnation, from)
                     .await
                     .map_err(datafusion::error::DataFusionError::from)?;
-                let next = segments.last().map_or(from, |(seq, _)| seq + 1);
-                let batches = align_all(&segments, &schema)?;
+                let rows = state
+                    .entries_rows(&incarnation, &schema, from, next)
+                    .map_err(datafusion::error::DataFusionError::from);
                 Ok::<_, datafusion::error::DataFusionError>(Some((
-                    futures::stream::iter(batches.into_iter().map(Ok)),
+                    rows,
                     (state, incarnation, schema, next),
                 )))
             })
@@ -1146,6 +1463,102 @@ impl StoreLog for LocalLog {
             Arc::clone(&self.schema),
             stream,
         )))
+    }
+}
+
+/// A write too big for one segment: its rows go to part segments outside
+/// the log, invisible to reads and tiering, until [`PartsWriter::commit`]
+/// puts one log entry that names them all. A write that never commits
+/// leaves parts no entry names; [`PartsWriter::abort`] deletes them.
+pub(crate) struct PartsWriter {
+    state: Arc<TableState>,
+    table: Table,
+    incarnation: Arc<Incarnation>,
+    write_id: u128,
+    /// The write id as the parts' directory is named.
+    name: String,
+    columns: Vec<String>,
+    parts: Vec<Part>,
+}
+
+impl PartsWriter {
+    fn not_applied(&self, reason: String) -> Error {
+        Error::WriteNotApplied {
+            table: self.state.name(),
+            reason,
+        }
+    }
+
+    /// Writes `batches` (the log's schema, row kinds set) as the next part.
+    pub(crate) async fn put(&mut self, batches: &[RecordBatch]) -> Result<()> {
+        let Some(schema) = batches.first().map(|b| b.schema()) else {
+            return Ok(());
+        };
+        let rows = batches.iter().map(|b| b.num_rows() as u64).sum();
+        let bytes = Bytes::from(
+            segment::encode(&schema, batches, unique()).map_err(|e| store_error(LOCAL, e))?,
+        );
+        let length = bytes.len() as u64;
+        let location = path::part(&self.incarnation.dir, &self.name, self.parts.len());
+        // A part is invisible until the commit: any failure here leaves
+        // nothing written, whether or not the part landed.
+        match self.state.root.put_new(&location, bytes).await {
+            Ok(Created::Yes) => {
+                self.parts.push(Part { rows, length });
+                Ok(())
+            }
+            Ok(Created::AlreadyExists) => Err(self.not_applied(format!(
+                "the part '{}' exists already",
+                self.state.file(&location)
+            ))),
+            Err(PutFailed::NotApplied(e) | PutFailed::Unknown(e)) => {
+                Err(self.not_applied(e.to_string()))
+            }
+        }
+    }
+
+    /// Makes every part visible as one unit: one log entry names them.
+    pub(crate) async fn commit(self, retention: Duration) -> Result<()> {
+        let list = PartList {
+            write_id: self.name.clone(),
+            columns: self.columns.clone(),
+            parts: self.parts.clone(),
+        };
+        let bytes = Bytes::from(
+            segment::encode_parts(&list, self.write_id).map_err(|e| store_error(LOCAL, e))?,
+        );
+        let info = Info {
+            rows: list.rows(),
+            columns: Arc::new(list.columns.clone()),
+        };
+        let outcome = self
+            .state
+            .put_entry(
+                &self.table,
+                Some(&self.incarnation),
+                bytes,
+                Held::Parts(Arc::new(list)),
+                info,
+                retention,
+            )
+            .await;
+        if matches!(outcome, Err(Error::WriteNotApplied { .. })) {
+            self.abort().await;
+        }
+        outcome
+    }
+
+    /// Deletes the parts written so far, as far as it can: they are never
+    /// read, so a part left behind costs only space.
+    pub(crate) async fn abort(self) {
+        for index in 0..self.parts.len() {
+            let location = path::part(&self.incarnation.dir, &self.name, index);
+            let _ = self.state.root.delete(&location).await;
+        }
+        self.state
+            .root
+            .delete_dir(&path::parts_dir(&self.incarnation.dir, &self.name))
+            .await;
     }
 }
 
