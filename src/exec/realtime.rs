@@ -2,7 +2,9 @@
 //! plus the store's changes after it.
 //!
 //! Append tables concatenate the two. Primary-key tables merge by key: the
-//! store's bounded change log is read once into the set of keys it touches;
+//! store's bounded change log is read into the set of keys it touches (and,
+//! while they fit the read's memory budget, its batches; a larger log is read
+//! a second time instead, see [`StoreState`]);
 //! Paimon rows with such a key are dropped from the Paimon half, and the
 //! store's partition gives the merged version of each touched key. Where the
 //! newest version wins (`deduplicate`, the default) that is the store's newest
