@@ -2,7 +2,9 @@
 //! plus the store's changes after it.
 //!
 //! Append tables concatenate the two. Primary-key tables merge by key: the
-//! store's bounded change log is read once into the set of keys it touches;
+//! store's bounded change log is read into the set of keys it touches (and,
+//! while they fit the read's memory budget, its batches; a larger log is read
+//! a second time instead, see [`StoreState`]);
 //! Paimon rows with such a key are dropped from the Paimon half, and the
 //! store's partition gives the merged version of each touched key. Where the
 //! newest version wins (`deduplicate`, the default) that is the store's newest
@@ -11,20 +13,23 @@
 //! keys (a second scan, with key filters only) and merges them with the
 //! store's versions in Paimon's order, as [`Merger`] does.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
 
 use datafusion::arrow::array::{
     Array, ArrayRef, BooleanArray, Int8Array, RecordBatch, RecordBatchOptions, UInt32Array,
 };
-use datafusion::arrow::compute::{cast, concat_batches, filter_record_batch, take};
+use datafusion::arrow::compute::{cast, concat_batches, filter_record_batch, interleave, take};
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::arrow::row::{RowConverter, SortField};
 use datafusion::error::{DataFusionError, Result as DFResult};
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::physical_expr::EquivalenceProperties;
 use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
+use datafusion::physical_plan::metrics::{
+    Count, ExecutionPlanMetricsSet, MetricBuilder, MetricsSet,
+};
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties,
@@ -32,6 +37,7 @@ use datafusion::physical_plan::{
 use futures::{StreamExt, TryStreamExt};
 use tokio::sync::OnceCell;
 
+use crate::exec::key_map::KeyMap;
 use crate::exec::merge::{Merger, Outcome, Version};
 use crate::store::{RowKind, ScanMode, StoreLog, ROW_KIND_COLUMN};
 
@@ -97,15 +103,48 @@ impl ReadLayout {
 /// A key in the row format of the key columns: looked up without allocating.
 type Key = Box<[u8]>;
 
-/// What the bounded store log says about a primary-key table.
+/// How many bytes of the store log's batches a read keeps in memory before
+/// it gives them up and reads the log a second time. The default of
+/// `lakestream.union_read_memory_budget` (see [`crate::LakeStreamConfig`]).
+pub(crate) const DEFAULT_MEMORY_BUDGET: usize = 64 << 20;
+
+/// Rows per batch of the merged rows the store's partition emits.
+const OUTPUT_ROWS: usize = 8192;
+
+/// The high bit of a key's tally: its newest version is a delete.
+const TALLY_DELETE: u32 = 1 << 31;
+
+/// What the first read of the bounded store log says about a primary-key table.
+///
+/// A backlog can be far larger than memory, so the first read keeps only
+/// the keys the log touches and a tally of their versions; the log's own
+/// batches are kept only while they fit the read's memory budget. Past it,
+/// the store's partition reads the log a second time ([`StoreHalf::Reread`]).
 struct StoreState {
-    /// Every key the log touches: Paimon's rows for them are replaced or deleted.
-    keys: HashSet<Key>,
-    /// Where the newest version wins: the newest version of each key the log
-    /// leaves alive.
-    live: Option<RecordBatch>,
-    /// Other merge settings: the log's versions of each key it touches.
-    versions: Option<LogVersions>,
+    /// Every key the log touches, numbered in the order of its first write:
+    /// Paimon's rows for them are replaced or deleted. Deletes Paimon drops
+    /// (`ignore-delete`) neither hide nor replace a row, so they do not count.
+    keys: KeyMap,
+    /// Per key (by its number in `keys`): how many versions the log holds,
+    /// with [`TALLY_DELETE`] set when the newest is a delete. Where the newest
+    /// version wins, the winner is the key's last version: the second read
+    /// finds it by counting the key's versions again, which holds whatever
+    /// order a store gives the rows of different keys in.
+    tallies: Vec<u32>,
+    /// How many rows the log gave, of every kind: the second read must give as many.
+    rows: u64,
+    half: StoreHalf,
+}
+
+/// The store's half of the read, as far as the first read got.
+enum StoreHalf {
+    /// The newest version wins and the log fit the budget: the newest live
+    /// version of each key.
+    Live(Option<RecordBatch>),
+    /// Other merge settings, and the log fit the budget: its versions of each key.
+    Versions(LogVersions),
+    /// The log did not fit the budget: the store's partition reads it again.
+    Reread,
 }
 
 /// The bounded log's versions of the keys it touches, in write order.
@@ -129,6 +168,13 @@ pub(crate) struct RealtimeScanExec {
     mode: ScanMode,
     layout: Arc<ReadLayout>,
     store_state: Arc<OnceCell<Arc<StoreState>>>,
+    /// Bytes of the store log's batches kept in memory; past them the log is
+    /// read twice (see [`StoreState`]).
+    memory_budget: usize,
+    /// `store_log_reads`: how often a primary-key read read the bounded log
+    /// (2 where it did not fit the budget), for `EXPLAIN ANALYZE`.
+    metrics: ExecutionPlanMetricsSet,
+    log_reads: Count,
     /// Output partitions: the Paimon half's, then the store's, then empty
     /// ones up to the session's target in streaming mode.
     partitions: usize,
@@ -148,6 +194,7 @@ impl RealtimeScanExec {
     /// `target_partitions` is the session's: in streaming mode the plan offers
     /// that many partitions, so DataFusion does not put a round-robin
     /// repartition above an unbounded input (which stalls it).
+    /// `memory_budget` bounds the bytes of store log batches the read keeps.
     pub(crate) fn new(
         paimon: Option<Arc<dyn ExecutionPlan>>,
         lookup: Option<Arc<dyn ExecutionPlan>>,
@@ -155,6 +202,7 @@ impl RealtimeScanExec {
         mode: ScanMode,
         layout: ReadLayout,
         target_partitions: usize,
+        memory_budget: usize,
     ) -> Self {
         let paimon_partitions = paimon.as_ref().map_or(0, |p| {
             p.properties().output_partitioning().partition_count()
@@ -169,6 +217,7 @@ impl RealtimeScanExec {
                 requires_infinite_memory: false,
             },
         };
+        let metrics = ExecutionPlanMetricsSet::new();
         let properties = PlanProperties::new(
             EquivalenceProperties::new(Arc::clone(&layout.output_schema)),
             Partitioning::UnknownPartitioning(partitions),
@@ -182,6 +231,9 @@ impl RealtimeScanExec {
             mode,
             layout: Arc::new(layout),
             store_state: Arc::new(OnceCell::new()),
+            memory_budget,
+            log_reads: MetricBuilder::new(&metrics).global_counter("store_log_reads"),
+            metrics,
             partitions,
             properties: Arc::new(properties),
         }
@@ -218,8 +270,10 @@ impl RealtimeScanExec {
         }
         let state = Arc::clone(&self.store_state);
         let log = Arc::clone(&self.log);
+        let budget = self.memory_budget;
+        let reads = self.log_reads.clone();
         let stream = futures::stream::once(async move {
-            let store = store_state(&state, &log, &layout).await?;
+            let store = store_state(&state, &log, &layout, budget, &reads).await?;
             let converter = key_converter(&layout)?;
             let filtered = input.and_then(move |batch| {
                 let result = drop_touched_keys(&batch, &store, &converter, &layout)
@@ -244,23 +298,44 @@ impl RealtimeScanExec {
         let layout = Arc::clone(&self.layout);
         let log = Arc::clone(&self.log);
         let follow = self.mode == ScanMode::Streaming;
-        let bounded: futures::stream::BoxStream<'static, DFResult<RecordBatch>> =
-            if self.is_primary_key() {
-                let state = Arc::clone(&self.store_state);
-                let layout = Arc::clone(&layout);
-                let log = Arc::clone(&log);
-                futures::stream::once(async move {
-                    let store = store_state(&state, &log, &layout).await?;
-                    match &store.live {
-                        Some(live) => layout.project_output(live),
-                        None => Ok(RecordBatch::new_empty(Arc::clone(&layout.output_schema))),
+        let bounded: futures::stream::BoxStream<'static, DFResult<RecordBatch>> = if self
+            .is_primary_key()
+        {
+            let state = Arc::clone(&self.store_state);
+            let layout = Arc::clone(&layout);
+            let log = Arc::clone(&log);
+            let budget = self.memory_budget;
+            let reads = self.log_reads.clone();
+            futures::stream::once(async move {
+                let store = store_state(&state, &log, &layout, budget, &reads).await?;
+                let rows = match &store.half {
+                    StoreHalf::Live(Some(live)) => {
+                        futures::stream::once(futures::future::ready(layout.project_output(live)))
+                            .boxed()
                     }
-                })
-                .boxed()
-            } else {
-                let layout = Arc::clone(&layout);
-                log_rows(log.read_bounded()?, layout).boxed()
-            };
+                    StoreHalf::Live(None) => {
+                        let empty = RecordBatch::new_empty(Arc::clone(&layout.output_schema));
+                        futures::stream::once(futures::future::ready(Ok(empty))).boxed()
+                    }
+                    StoreHalf::Versions(_) => {
+                        return Err(DataFusionError::Internal(
+                            "the store's versions were kept where the newest version wins"
+                                .to_string(),
+                        ))
+                    }
+                    StoreHalf::Reread => {
+                        reads.add(1);
+                        newest_live_rows(Arc::clone(&store), log.read_bounded()?, layout)?.boxed()
+                    }
+                };
+                Ok::<_, DataFusionError>(rows)
+            })
+            .try_flatten()
+            .boxed()
+        } else {
+            let layout = Arc::clone(&layout);
+            log_rows(log.read_bounded()?, layout).boxed()
+        };
         let stream = if follow {
             let tail = futures::stream::once(async move {
                 Ok::<_, DataFusionError>(log_rows(log.follow()?, layout))
@@ -291,10 +366,19 @@ impl RealtimeScanExec {
         let state = Arc::clone(&self.store_state);
         let lookup = self.lookup.clone();
         let follow = self.mode == ScanMode::Streaming;
+        let budget = self.memory_budget;
+        let reads = self.log_reads.clone();
         let stream = futures::stream::once(async move {
-            let store = store_state(&state, &log, &layout).await?;
-            let (rows, merged) = merge_bounded(&store, lookup.as_ref(), &context, &layout).await?;
-            let head = futures::stream::once(futures::future::ready(Ok(rows)));
+            let store = store_state(&state, &log, &layout, budget, &reads).await?;
+            let (rows, merged) = match &store.half {
+                StoreHalf::Reread => {
+                    reads.add(1);
+                    let lookup = lookup.as_ref();
+                    fold_bounded(&store, &log, lookup, &context, &layout, follow, budget).await?
+                }
+                _ => merge_bounded(&store, lookup.as_ref(), &context, &layout).await?,
+            };
+            let head = futures::stream::iter(rows.into_iter().map(Ok));
             if !follow {
                 return Ok::<_, DataFusionError>(head.boxed());
             }
@@ -309,16 +393,16 @@ impl RealtimeScanExec {
     }
 }
 
-/// Paimon's rows of `keys`, from the lookup scan: the batches that hold them
-/// and where each key's row is.
+/// Paimon's rows of `keys`, from the lookup scan: the batches that hold them,
+/// and for each key found its number in `keys`, batch and row.
 async fn paimon_rows(
     lookup: Option<&Arc<dyn ExecutionPlan>>,
     context: &Arc<TaskContext>,
-    keys: &HashSet<Key>,
+    keys: &KeyMap,
     layout: &ReadLayout,
-) -> DFResult<(Vec<RecordBatch>, HashMap<Key, (usize, usize)>)> {
+) -> DFResult<(Vec<RecordBatch>, Vec<(usize, Version)>)> {
     let mut batches = Vec::new();
-    let mut rows = HashMap::new();
+    let mut rows = Vec::new();
     let Some(plan) = lookup.filter(|_| !keys.is_empty()) else {
         return Ok((batches, rows));
     };
@@ -328,102 +412,357 @@ async fn paimon_rows(
         while let Some(batch) = stream.next().await {
             let batch = batch?;
             let key_rows = converter.convert_columns(&key_columns(&batch, layout))?;
-            let wanted: Vec<u32> = (0..batch.num_rows())
-                .filter(|&i| keys.contains(key_rows.row(i).as_ref()))
-                .map(|i| u32::try_from(i).unwrap_or(u32::MAX))
-                .collect();
+            let mut wanted: Vec<u32> = Vec::new();
+            for i in 0..batch.num_rows() {
+                let Some(entry) = keys.get(key_rows.row(i).as_ref()) else {
+                    continue;
+                };
+                let version = Version {
+                    batch: batches.len(),
+                    row: wanted.len(),
+                    delete: false,
+                };
+                rows.push((entry, version));
+                wanted.push(row_index(i)?);
+            }
             if wanted.is_empty() {
                 continue;
             }
-            let b = batches.len();
-            for (j, &i) in wanted.iter().enumerate() {
-                rows.insert(key_rows.row(i as usize).as_ref().into(), (b, j));
-            }
             let indices = UInt32Array::from(wanted);
-            let columns = batch
-                .columns()
-                .iter()
-                .map(|c| take(c.as_ref(), &indices, None))
-                .collect::<Result<Vec<_>, _>>()?;
-            let options = RecordBatchOptions::new().with_row_count(Some(indices.len()));
-            batches.push(RecordBatch::try_new_with_options(
-                Arc::clone(&layout.schema),
-                columns,
-                &options,
-            )?);
+            batches.push(take_rows(&batch, &indices, layout)?);
         }
     }
     Ok((batches, rows))
 }
 
+/// A row number as `take` wants it.
+fn row_index(row: usize) -> DFResult<u32> {
+    u32::try_from(row)
+        .map_err(|_| DataFusionError::Internal(format!("row {row} of a batch is past u32::MAX")))
+}
+
+/// Rows `indices` of `batch` (in the read's layout).
+fn take_rows(
+    batch: &RecordBatch,
+    indices: &UInt32Array,
+    layout: &ReadLayout,
+) -> DFResult<RecordBatch> {
+    let columns = batch
+        .columns()
+        .iter()
+        .map(|c| take(c.as_ref(), indices, None))
+        .collect::<Result<Vec<_>, _>>()?;
+    let options = RecordBatchOptions::new().with_row_count(Some(indices.len()));
+    Ok(RecordBatch::try_new_with_options(
+        Arc::clone(&layout.schema),
+        columns,
+        &options,
+    )?)
+}
+
+/// Rows picked from `batches` as (batch, row), in the read's layout.
+fn gather(
+    batches: &[RecordBatch],
+    picks: &[(usize, usize)],
+    layout: &ReadLayout,
+) -> DFResult<RecordBatch> {
+    if picks.is_empty() {
+        // `interleave` wants at least one array to take from.
+        return Ok(RecordBatch::new_empty(Arc::clone(&layout.schema)));
+    }
+    let columns = (0..layout.schema.fields().len())
+        .map(|c| {
+            let arrays: Vec<&dyn Array> = batches.iter().map(|b| b.column(c).as_ref()).collect();
+            Ok(interleave(&arrays, picks)?)
+        })
+        .collect::<DFResult<Vec<ArrayRef>>>()?;
+    let options = RecordBatchOptions::new().with_row_count(Some(picks.len()));
+    Ok(RecordBatch::try_new_with_options(
+        Arc::clone(&layout.schema),
+        columns,
+        &options,
+    )?)
+}
+
 /// Merges `versions` of each key after the older version `older` holds for
-/// it (batch, row and whether it is a delete, in `batches`). Gives the live
-/// rows in output layout and the merged version of every key.
-fn merge_keys(
+/// it (batch, row and whether it is a delete, in `batches`). Gives one merged
+/// row per key that has an outcome (in the read's layout), and for each row
+/// the key's position in `keys` and whether the merged version is a delete.
+fn merge_group(
     layout: &ReadLayout,
     batches: Vec<RecordBatch>,
     keys: &[(Key, Vec<Version>)],
     older: &HashMap<Key, Version>,
-) -> DFResult<(RecordBatch, MergedKeys)> {
+) -> DFResult<(RecordBatch, Vec<(usize, bool)>)> {
     let merger = &layout.merger;
     let inputs = merger.inputs(batches)?;
     let mut outcomes: Vec<Outcome> = Vec::with_capacity(keys.len());
     let mut merged_keys = Vec::with_capacity(keys.len());
     let mut all = Vec::new();
-    for (key, versions) in keys {
+    for (i, (key, versions)) in keys.iter().enumerate() {
         all.clear();
         if let Some(version) = older.get(key) {
             all.push(*version);
         }
         all.extend_from_slice(versions);
         if let Some(outcome) = merger.merge(&inputs, &all)? {
+            merged_keys.push((i, outcome.delete));
             outcomes.push(outcome);
-            merged_keys.push(key);
         }
     }
     let refs: Vec<&Outcome> = outcomes.iter().collect();
     let merged = merger.build(&inputs, &refs)?;
+    Ok((merged, merged_keys))
+}
+
+/// [`merge_group`], giving the live rows in output layout and the merged
+/// version of every key.
+fn merge_keys(
+    layout: &ReadLayout,
+    batches: Vec<RecordBatch>,
+    keys: &[(Key, Vec<Version>)],
+    older: &HashMap<Key, Version>,
+) -> DFResult<(RecordBatch, MergedKeys)> {
+    let (merged, merged_keys) = merge_group(layout, batches, keys, older)?;
     let mut state = HashMap::with_capacity(merged_keys.len());
-    let live: BooleanArray = outcomes.iter().map(|o| Some(!o.delete)).collect();
-    for (i, (key, outcome)) in merged_keys.into_iter().zip(&outcomes).enumerate() {
-        state.insert(key.clone(), (merged.slice(i, 1), outcome.delete));
+    let live: BooleanArray = merged_keys
+        .iter()
+        .map(|(_, delete)| Some(!delete))
+        .collect();
+    for (row, &(i, delete)) in merged_keys.iter().enumerate() {
+        state.insert(keys[i].0.clone(), (merged.slice(row, 1), delete));
     }
     let rows = layout.project_output(&filter_record_batch(&merged, &live)?)?;
     Ok((rows, state))
 }
 
-/// Paimon's rows as the older versions of their keys, their batches placed
-/// from `offset` on.
-fn older_versions(
-    paimon: HashMap<Key, (usize, usize)>,
+/// Paimon's rows as the older versions of the keys of `keys`, their batches
+/// placed from `offset` on.
+fn older_versions<'a>(
+    keys: &'a KeyMap,
+    paimon: Vec<(usize, Version)>,
     offset: usize,
-) -> impl Iterator<Item = (Key, Version)> {
-    paimon.into_iter().map(move |(key, (batch, row))| {
+) -> impl Iterator<Item = (Key, Version)> + 'a {
+    paimon.into_iter().map(move |(entry, version)| {
         let version = Version {
-            batch: offset + batch,
-            row,
-            delete: false,
+            batch: offset + version.batch,
+            ..version
         };
-        (key, version)
+        (keys.key(entry).into(), version)
     })
 }
 
-/// The bounded read: the store's versions of each touched key merged after
-/// Paimon's row of the key.
+/// The bounded read of a log that fit in memory: the store's versions of
+/// each touched key merged after Paimon's row of the key.
 async fn merge_bounded(
     store: &StoreState,
     lookup: Option<&Arc<dyn ExecutionPlan>>,
     context: &Arc<TaskContext>,
     layout: &ReadLayout,
-) -> DFResult<(RecordBatch, MergedKeys)> {
-    let versions = store.versions.as_ref().ok_or_else(|| {
-        DataFusionError::Internal("the store's versions were not kept for the merge".to_string())
-    })?;
+) -> DFResult<(Vec<RecordBatch>, MergedKeys)> {
+    let StoreHalf::Versions(versions) = &store.half else {
+        return Err(DataFusionError::Internal(
+            "the store's versions were not kept for the merge".to_string(),
+        ));
+    };
     let (paimon_batches, paimon) = paimon_rows(lookup, context, &store.keys, layout).await?;
     let mut batches = versions.batches.clone();
-    let older = older_versions(paimon, batches.len()).collect();
+    let older = older_versions(&store.keys, paimon, batches.len()).collect();
     batches.extend(paimon_batches);
-    merge_keys(layout, batches, &versions.keys, &older)
+    let (rows, merged) = merge_keys(layout, batches, &versions.keys, &older)?;
+    Ok((vec![rows], merged))
+}
+
+/// Where a key's merged version so far is: row `row` of batch `batch` of a
+/// [`Fold`].
+#[derive(Debug, Clone, Copy)]
+struct Slot {
+    batch: usize,
+    row: usize,
+    delete: bool,
+}
+
+/// Merged rows a second read of the log folds into, by key number: memory
+/// for one merged row per key, plus rows superseded since the last
+/// compaction (at most twice as many, or the read's memory budget).
+struct Fold {
+    batches: Vec<RecordBatch>,
+    slots: Vec<Option<Slot>>,
+    /// Rows in `batches`.
+    held: usize,
+    /// Bytes of `batches`.
+    held_bytes: usize,
+    /// Slots that are set.
+    live: usize,
+    /// Bytes of batches held whatever share of their rows is superseded.
+    budget: usize,
+}
+
+impl Fold {
+    /// A fold of `keys` keys, starting from Paimon's rows (see [`paimon_rows`]).
+    fn new(
+        keys: usize,
+        batches: Vec<RecordBatch>,
+        paimon: Vec<(usize, Version)>,
+        budget: usize,
+    ) -> Self {
+        let mut slots = vec![None; keys];
+        let live = paimon.len();
+        for (entry, version) in paimon {
+            slots[entry] = Some(Slot {
+                batch: version.batch,
+                row: version.row,
+                delete: version.delete,
+            });
+        }
+        Self {
+            held: batches.iter().map(RecordBatch::num_rows).sum(),
+            held_bytes: batches.iter().map(RecordBatch::get_array_memory_size).sum(),
+            batches,
+            slots,
+            live,
+            budget,
+        }
+    }
+
+    /// Adds `batch` of merged rows; row `i` is the version of key `keys[i].0`.
+    fn push(&mut self, batch: RecordBatch, keys: impl IntoIterator<Item = (usize, bool)>) {
+        let id = self.batches.len();
+        self.held += batch.num_rows();
+        self.held_bytes = self
+            .held_bytes
+            .saturating_add(batch.get_array_memory_size());
+        self.batches.push(batch);
+        for (row, (entry, delete)) in keys.into_iter().enumerate() {
+            let slot = &mut self.slots[entry];
+            if slot.is_none() {
+                self.live += 1;
+            }
+            *slot = Some(Slot {
+                batch: id,
+                row,
+                delete,
+            });
+        }
+    }
+
+    /// The merged versions of `entries` that have one, as one batch.
+    fn pick(&self, entries: &[usize], layout: &ReadLayout) -> DFResult<RecordBatch> {
+        let picks: Vec<(usize, usize)> = entries
+            .iter()
+            .filter_map(|&entry| self.slots[entry].map(|slot| (slot.batch, slot.row)))
+            .collect();
+        gather(&self.batches, &picks, layout)
+    }
+
+    /// Copies the current versions into one batch once superseded rows
+    /// outnumber them, so the batches they were in can go.
+    fn compact_if_sparse(&mut self, layout: &ReadLayout) -> DFResult<()> {
+        if self.held <= 2 * self.live || self.held_bytes <= self.budget {
+            return Ok(());
+        }
+        let entries: Vec<usize> = (0..self.slots.len())
+            .filter(|&entry| self.slots[entry].is_some())
+            .collect();
+        let batch = self.pick(&entries, layout)?;
+        for (row, &entry) in entries.iter().enumerate() {
+            if let Some(slot) = self.slots[entry].as_mut() {
+                *slot = Slot {
+                    batch: 0,
+                    row,
+                    delete: slot.delete,
+                };
+            }
+        }
+        self.held = batch.num_rows();
+        self.held_bytes = batch.get_array_memory_size();
+        self.batches = vec![batch];
+        Ok(())
+    }
+}
+
+/// The bounded read of a log that did not fit in memory: Paimon's rows of
+/// the touched keys, then each batch of a second read of the log merged
+/// after what came before it, key by key. Versions merge in the same order
+/// as in [`merge_bounded`] (Paimon's row, then the log's in write order), so
+/// the result is the same; only the merged version of each key is held.
+/// The live rows come out in the order of each key's first write, as there.
+async fn fold_bounded(
+    store: &StoreState,
+    log: &Arc<dyn StoreLog>,
+    lookup: Option<&Arc<dyn ExecutionPlan>>,
+    context: &Arc<TaskContext>,
+    layout: &ReadLayout,
+    follow: bool,
+    budget: usize,
+) -> DFResult<(Vec<RecordBatch>, MergedKeys)> {
+    let (paimon_batches, paimon) = paimon_rows(lookup, context, &store.keys, layout).await?;
+    let mut fold = Fold::new(store.keys.len(), paimon_batches, paimon, budget);
+    let mut stream = log.read_bounded()?;
+    let mut rows: u64 = 0;
+    while let Some(batch) = stream.next().await {
+        let (batch, kinds) = layout.align_log(&batch?)?;
+        rows += batch.num_rows() as u64;
+        let keys = group_versions(&[(batch.clone(), kinds)], layout)?;
+        let entries = keys
+            .iter()
+            .map(|(key, _)| store.keys.get(key).ok_or_else(log_changed))
+            .collect::<DFResult<Vec<usize>>>()?;
+        // Inputs: the log's batch, then the merged versions so far. A
+        // deleted key's version stays: it still orders what follows.
+        let mut older = HashMap::new();
+        let mut picks = Vec::new();
+        for ((key, _), &entry) in keys.iter().zip(&entries) {
+            if let Some(slot) = fold.slots[entry] {
+                let version = Version {
+                    batch: 1,
+                    row: picks.len(),
+                    delete: slot.delete,
+                };
+                older.insert(key.clone(), version);
+                picks.push((slot.batch, slot.row));
+            }
+        }
+        let older_rows = gather(&fold.batches, &picks, layout)?;
+        let (merged, outcomes) = merge_group(layout, vec![batch, older_rows], &keys, &older)?;
+        fold.push(
+            merged,
+            outcomes.into_iter().map(|(i, delete)| (entries[i], delete)),
+        );
+        fold.compact_if_sparse(layout)?;
+    }
+    if rows != store.rows {
+        return Err(log_changed());
+    }
+    // The live rows, in key order, a batch at a time.
+    let live: Vec<usize> = (0..fold.slots.len())
+        .filter(|&entry| fold.slots[entry].is_some_and(|slot| !slot.delete))
+        .collect();
+    let mut out = Vec::with_capacity(live.len().div_ceil(OUTPUT_ROWS));
+    for chunk in live.chunks(OUTPUT_ROWS) {
+        let batch = fold.pick(chunk, layout)?;
+        out.push(layout.project_output(&batch)?);
+    }
+    let mut merged = HashMap::new();
+    if follow {
+        for (entry, slot) in fold.slots.iter().enumerate() {
+            if let Some(slot) = slot {
+                let row = fold.batches[slot.batch].slice(slot.row, 1);
+                merged.insert(store.keys.key(entry).into(), (row, slot.delete));
+            }
+        }
+    }
+    Ok((out, merged))
+}
+
+/// The error of a second read of the store's log that does not give the
+/// rows the first gave.
+fn log_changed() -> DataFusionError {
+    DataFusionError::Execution(
+        "the store's log gave different rows when the union read read it a second time; \
+         a bounded read must give the same rows each time"
+            .to_string(),
+    )
 }
 
 /// A streaming read's tail: each written batch's keys merged after what the
@@ -446,12 +785,12 @@ fn follow_merged(
             };
             let (batch, kinds) = layout.align_log(&batch)?;
             let keys = group_versions(&[(batch.clone(), kinds)], &layout)?;
-            let unseen: HashSet<Key> = keys
-                .iter()
-                .map(|(key, _)| key)
-                .filter(|key| !merged.contains_key(*key))
-                .cloned()
-                .collect();
+            let mut unseen = KeyMap::new();
+            for (key, _) in &keys {
+                if !merged.contains_key(key) {
+                    unseen.insert(key)?;
+                }
+            }
             let (paimon_batches, paimon) =
                 paimon_rows(lookup.as_ref(), &context, &unseen, &layout).await?;
             // Inputs: the written batch, the seen keys' versions, Paimon's rows.
@@ -469,7 +808,7 @@ fn follow_merged(
                     batches.push(row.clone());
                 }
             }
-            older.extend(older_versions(paimon, batches.len()));
+            older.extend(older_versions(&unseen, paimon, batches.len()));
             batches.extend(paimon_batches);
             let (rows, state) = merge_keys(&layout, batches, &keys, &older)?;
             merged.extend(state);
@@ -568,85 +907,203 @@ fn drop_touched_keys(
     Ok(filter_record_batch(batch, &keep)?)
 }
 
-/// Reads the bounded log once per query and folds it by key, newest last.
+/// Reads the bounded log once per query: the keys it touches and their
+/// tallies, and, while they fit `budget` bytes, its batches (see [`StoreState`]).
 async fn store_state(
     cell: &OnceCell<Arc<StoreState>>,
     log: &Arc<dyn StoreLog>,
     layout: &ReadLayout,
+    budget: usize,
+    reads: &Count,
 ) -> DFResult<Arc<StoreState>> {
     cell.get_or_try_init(|| async {
         let converter = key_converter(layout)?;
-        let mut batches = Vec::new();
-        let mut stream = log.read_bounded()?;
-        while let Some(batch) = stream.next().await {
-            batches.push(layout.align_log(&batch?)?);
-        }
-        if !layout.merger.newest_wins() {
-            let keys = group_versions(&batches, layout)?;
-            return Ok(Arc::new(StoreState {
-                keys: keys.iter().map(|(key, _)| key.clone()).collect(),
-                live: None,
-                versions: Some(LogVersions {
-                    batches: batches.into_iter().map(|(batch, _)| batch).collect(),
-                    keys,
-                }),
-            }));
-        }
         // Deletes Paimon drops (`ignore-delete`) neither hide nor replace a row.
         let ignore_deletes = layout.merger.ignores_deletes();
-        // key -> (batch, row, kind) of its newest change.
-        let mut newest: HashMap<Key, (usize, usize, bool)> = HashMap::new();
-        for (b, (batch, kinds)) in batches.iter().enumerate() {
-            let rows = converter.convert_columns(&key_columns(batch, layout))?;
+        let mut keys = KeyMap::new();
+        let mut tallies: Vec<u32> = Vec::new();
+        let mut rows: u64 = 0;
+        let mut kept = Some(Vec::new());
+        let mut kept_bytes: usize = 0;
+        reads.add(1);
+        let mut stream = log.read_bounded()?;
+        while let Some(batch) = stream.next().await {
+            let (batch, kinds) = layout.align_log(&batch?)?;
+            let key_rows = converter.convert_columns(&key_columns(&batch, layout))?;
             for r in 0..batch.num_rows() {
-                let delete = row_kind(kinds, r)? == RowKind::Delete;
+                let delete = row_kind(&kinds, r)? == RowKind::Delete;
                 if delete && ignore_deletes {
                     continue;
                 }
-                newest.insert(rows.row(r).as_ref().into(), (b, r, delete));
+                let (entry, new) = keys.insert(key_rows.row(r).as_ref())?;
+                if new {
+                    tallies.push(0);
+                }
+                tallies[entry] = tally(tallies[entry], delete)?;
+            }
+            rows += batch.num_rows() as u64;
+            if let Some(batches) = kept.as_mut() {
+                kept_bytes = kept_bytes
+                    .saturating_add(batch.get_array_memory_size())
+                    .saturating_add(kinds.get_array_memory_size());
+                if kept_bytes > budget {
+                    // Past the budget: the store's partition reads the log again.
+                    kept = None;
+                } else {
+                    batches.push((batch, kinds));
+                }
             }
         }
-        let mut alive: Vec<(usize, usize)> = newest
-            .values()
-            .filter(|(_, _, deleted)| !deleted)
-            .map(|(b, r, _)| (*b, *r))
-            .collect();
-        alive.sort_unstable();
-        let mut parts = Vec::new();
-        for (b, (batch, _)) in batches.iter().enumerate() {
-            let indices: UInt32Array = alive
-                .iter()
-                .filter(|(ab, _)| *ab == b)
-                .map(|(_, r)| u32::try_from(*r).ok())
-                .collect();
-            if indices.is_empty() {
-                continue;
-            }
-            let columns = batch
-                .columns()
-                .iter()
-                .map(|c| take(c.as_ref(), &indices, None))
-                .collect::<Result<Vec<_>, _>>()?;
-            let options = RecordBatchOptions::new().with_row_count(Some(indices.len()));
-            parts.push(RecordBatch::try_new_with_options(
-                Arc::clone(&layout.schema),
-                columns,
-                &options,
-            )?);
-        }
-        let live = if parts.is_empty() {
-            None
-        } else {
-            Some(concat_batches(&layout.schema, &parts)?)
+        let mut state = StoreState {
+            keys,
+            tallies,
+            rows,
+            half: StoreHalf::Reread,
         };
-        Ok(Arc::new(StoreState {
-            keys: newest.into_keys().collect(),
-            live,
-            versions: None,
-        }))
+        let Some(batches) = kept else {
+            return Ok(Arc::new(state));
+        };
+        state.half = if layout.merger.newest_wins() {
+            let mut winners = Winners::new(state.tallies.len(), layout)?;
+            let mut parts = Vec::new();
+            for (batch, kinds) in &batches {
+                let live = winners.filter(&state, batch, kinds, layout)?;
+                if live.true_count() > 0 {
+                    parts.push(filter_record_batch(batch, &live)?);
+                }
+            }
+            winners.finish(&state)?;
+            StoreHalf::Live(if parts.is_empty() {
+                None
+            } else {
+                Some(concat_batches(&layout.schema, &parts)?)
+            })
+        } else {
+            let keys = group_versions(&batches, layout)?;
+            StoreHalf::Versions(LogVersions {
+                batches: batches.into_iter().map(|(batch, _)| batch).collect(),
+                keys,
+            })
+        };
+        Ok(Arc::new(state))
     })
     .await
     .cloned()
+}
+
+/// A key's tally after one more version (see [`StoreState::tallies`]).
+fn tally(previous: u32, delete: bool) -> DFResult<u32> {
+    let count = (previous & !TALLY_DELETE) + 1;
+    if count >= TALLY_DELETE {
+        return Err(DataFusionError::ResourcesExhausted(format!(
+            "a key has more than {} versions in the store's log",
+            TALLY_DELETE - 1
+        )));
+    }
+    Ok(if delete { count | TALLY_DELETE } else { count })
+}
+
+/// Finds, in a read of the log, the newest version of each key where it is
+/// not a delete: a key's last version, by counting the key's versions
+/// against its tally. Memory: a counter per key.
+struct Winners {
+    seen: Vec<u32>,
+    rows: u64,
+    converter: RowConverter,
+    ignore_deletes: bool,
+}
+
+impl Winners {
+    fn new(keys: usize, layout: &ReadLayout) -> DFResult<Self> {
+        Ok(Self {
+            seen: vec![0; keys],
+            rows: 0,
+            converter: key_converter(layout)?,
+            ignore_deletes: layout.merger.ignores_deletes(),
+        })
+    }
+
+    /// Which rows of the next batch of the log are their key's live winner.
+    fn filter(
+        &mut self,
+        state: &StoreState,
+        batch: &RecordBatch,
+        kinds: &Int8Array,
+        layout: &ReadLayout,
+    ) -> DFResult<BooleanArray> {
+        self.rows += batch.num_rows() as u64;
+        let key_rows = self
+            .converter
+            .convert_columns(&key_columns(batch, layout))?;
+        let mut keep = Vec::with_capacity(batch.num_rows());
+        for r in 0..batch.num_rows() {
+            let delete = row_kind(kinds, r)? == RowKind::Delete;
+            if delete && self.ignore_deletes {
+                keep.push(false);
+                continue;
+            }
+            let entry = state
+                .keys
+                .get(key_rows.row(r).as_ref())
+                .ok_or_else(log_changed)?;
+            let (seen, tally) = match (self.seen.get_mut(entry), state.tallies.get(entry)) {
+                (Some(seen), Some(tally)) => (seen, *tally),
+                _ => return Err(log_changed()),
+            };
+            *seen += 1;
+            let count = tally & !TALLY_DELETE;
+            if *seen > count {
+                return Err(log_changed());
+            }
+            keep.push(*seen == count && tally & TALLY_DELETE == 0);
+        }
+        Ok(BooleanArray::from(keep))
+    }
+
+    /// Checks the read gave every row the first read gave.
+    fn finish(&self, state: &StoreState) -> DFResult<()> {
+        let complete = self.rows == state.rows
+            && self
+                .seen
+                .iter()
+                .zip(&state.tallies)
+                .all(|(seen, tally)| *seen == tally & !TALLY_DELETE);
+        if complete {
+            Ok(())
+        } else {
+            Err(log_changed())
+        }
+    }
+}
+
+/// The second read of a log too large for memory, where the newest version
+/// wins: each batch's rows that are their key's live winner, in log order.
+fn newest_live_rows(
+    state: Arc<StoreState>,
+    log: SendableRecordBatchStream,
+    layout: Arc<ReadLayout>,
+) -> DFResult<impl futures::Stream<Item = DFResult<RecordBatch>> + Send> {
+    let start = (log, Winners::new(state.tallies.len(), &layout)?);
+    Ok(futures::stream::try_unfold(
+        start,
+        move |(mut log, mut winners)| {
+            let state = Arc::clone(&state);
+            let layout = Arc::clone(&layout);
+            async move {
+                // Skips batches without a winner rather than emitting empty ones.
+                while let Some(batch) = log.next().await {
+                    let (batch, kinds) = layout.align_log(&batch?)?;
+                    let live = winners.filter(&state, &batch, &kinds, &layout)?;
+                    if live.true_count() > 0 {
+                        let rows = layout.project_output(&filter_record_batch(&batch, &live)?)?;
+                        return Ok(Some((rows, (log, winners))));
+                    }
+                }
+                winners.finish(&state)?;
+                Ok(None)
+            }
+        },
+    ))
 }
 
 impl DisplayAs for RealtimeScanExec {
@@ -677,6 +1134,10 @@ impl ExecutionPlan for RealtimeScanExec {
         &self.properties
     }
 
+    fn metrics(&self) -> Option<MetricsSet> {
+        Some(self.metrics.clone_inner())
+    }
+
     fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
         self.paimon.iter().collect()
     }
@@ -701,6 +1162,7 @@ impl ExecutionPlan for RealtimeScanExec {
             self.mode,
             self.layout.as_ref().clone(),
             self.partitions,
+            self.memory_budget,
         )))
     }
 

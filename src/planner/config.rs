@@ -9,6 +9,18 @@ use crate::error::Error;
 use crate::store::ScanMode;
 
 const SCAN_MODE: &str = "scan_mode";
+const UNION_READ_MEMORY_BUDGET: &str = "union_read_memory_budget";
+
+/// Whether `key` (as `SET` names it, `lakestream.` included) is one of these
+/// read settings, which route nothing.
+pub(crate) fn is_read_setting(key: &str) -> bool {
+    key.split_once('.').is_some_and(|(prefix, name)| {
+        prefix.eq_ignore_ascii_case(LakeStreamConfig::PREFIX)
+            && [SCAN_MODE, UNION_READ_MEMORY_BUDGET]
+                .iter()
+                .any(|setting| name.eq_ignore_ascii_case(setting))
+    })
+}
 
 /// Session settings under `lakestream.`. Only settings that do not route:
 /// where a table's reads and writes go follows its stored options, so any
@@ -17,6 +29,19 @@ const SCAN_MODE: &str = "scan_mode";
 pub struct LakeStreamConfig {
     /// `batch` (default) or `streaming` reads of `t$rt`.
     pub scan_mode: ScanMode,
+    /// `union_read_memory_budget`: bytes of the store log's batches a
+    /// primary-key `t$rt` read keeps in memory; a larger log is read twice
+    /// instead. A tuning and test knob, so `SET` takes it but `SHOW` does
+    /// not list it; `None` is the default, 64 MiB.
+    union_read_memory_budget: Option<usize>,
+}
+
+impl LakeStreamConfig {
+    /// Bytes of the store log's batches a primary-key `t$rt` read keeps in memory.
+    pub(crate) fn union_read_memory_budget(&self) -> usize {
+        self.union_read_memory_budget
+            .unwrap_or(crate::exec::realtime::DEFAULT_MEMORY_BUDGET)
+    }
 }
 
 impl ConfigExtension for LakeStreamConfig {
@@ -37,6 +62,16 @@ impl ExtensionOptions for LakeStreamConfig {
     }
 
     fn set(&mut self, key: &str, value: &str) -> DFResult<()> {
+        if key == UNION_READ_MEMORY_BUDGET {
+            let bytes = value.trim().parse::<usize>().map_err(|_| {
+                DataFusionError::Plan(format!(
+                    "invalid value '{value}' for 'lakestream.{UNION_READ_MEMORY_BUDGET}': \
+                     use a number of bytes"
+                ))
+            })?;
+            self.union_read_memory_budget = Some(bytes);
+            return Ok(());
+        }
         if key != SCAN_MODE {
             return Err(Error::SessionRouting {
                 key: format!("lakestream.{key}"),
@@ -83,6 +118,11 @@ mod tests {
         config.set("scan_mode", "STREAMING").unwrap();
         assert_eq!(config.scan_mode, ScanMode::Streaming);
         assert!(config.set("scan_mode", "fast").is_err());
+        // The hidden knob: set, never listed.
+        config.set("union_read_memory_budget", "4096").unwrap();
+        assert_eq!(config.union_read_memory_budget(), 4096);
+        assert!(config.set("union_read_memory_budget", "-1").is_err());
+        assert_eq!(config.entries().len(), 1);
         let err = config.set("enabled", "true").unwrap_err().to_string();
         assert!(err.contains("lakestream.enabled"), "{err}");
         assert!(err.contains("stored options"), "{err}");

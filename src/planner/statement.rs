@@ -279,8 +279,8 @@ impl StatementFilter<'_> {
 }
 
 /// `SET key = value`: `lakestream.*` and `paimon.lakestream.*` keys would
-/// route by session option, which the contract refuses; `lakestream.scan_mode`
-/// is a read setting and passes.
+/// route by session option, which the contract refuses; the read settings
+/// of [`LakeStreamConfig`](crate::LakeStreamConfig) pass.
 fn check_set(variable: &str, value: Option<String>) -> Result<Checked> {
     let key = unquote(variable);
     if let Some(paimon_key) = options::strip_prefix_ignore_ascii_case(&key, "paimon.") {
@@ -294,7 +294,7 @@ fn check_set(variable: &str, value: Option<String>) -> Result<Checked> {
             reset_all: false,
         });
     }
-    if options::is_lakestream_key(&key) && !key.eq_ignore_ascii_case("lakestream.scan_mode") {
+    if options::is_lakestream_key(&key) && !crate::planner::config::is_read_setting(&key) {
         options::reject_session_key(&key, "SET")?;
     }
     Ok(Checked::route(Route::SqlContext))

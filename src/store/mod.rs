@@ -107,7 +107,9 @@ pub struct StoreRead {
 /// [`StoreRead`]. Batches have the table's columns in [`table_arrow_schema`]
 /// form followed by [`ROW_KIND_COLUMN`], in write order.
 pub trait StoreLog: Debug + Send + Sync {
-    /// The changes up to the end fixed when the read was planned.
+    /// The changes up to the end fixed when the read was planned. May be
+    /// called more than once (a large union read reads the log twice); each
+    /// call yields the same rows, each key's rows in the same order.
     fn read_bounded(&self) -> Result<SendableRecordBatchStream>;
 
     /// Whether [`Self::read_bounded`] is known to hold no changes. A batch

@@ -15,7 +15,7 @@ use paimon_datafusion::PaimonTableProvider;
 
 use crate::error::Error;
 use crate::exec::merge::Merger;
-use crate::exec::realtime::{ReadLayout, RealtimeScanExec};
+use crate::exec::realtime::{ReadLayout, RealtimeScanExec, DEFAULT_MEMORY_BUDGET};
 use crate::merge::MergeSpec;
 use crate::planner::config::LakeStreamConfig;
 use crate::store::{primary_keys, ScanMode, StoreBinding};
@@ -120,6 +120,14 @@ impl RealtimeTable {
             None => (None, None),
         };
         let target_partitions = state.config_options().execution.target_partitions;
+        let memory_budget = state
+            .config_options()
+            .extensions
+            .get::<LakeStreamConfig>()
+            .map_or(
+                DEFAULT_MEMORY_BUDGET,
+                LakeStreamConfig::union_read_memory_budget,
+            );
         Ok(Arc::new(RealtimeScanExec::new(
             paimon,
             lookup,
@@ -127,6 +135,7 @@ impl RealtimeTable {
             mode,
             layout,
             target_partitions,
+            memory_budget,
         )))
     }
 

@@ -18,3 +18,4 @@ mod shell;
 mod slt;
 mod support;
 mod text_input;
+mod union_read;
