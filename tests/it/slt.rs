@@ -343,3 +343,8 @@ pub async fn conformance(harness: Arc<dyn StoreHarness>) {
 async fn conformance_memory() {
     conformance(Arc::new(MemoryHarness)).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn subqueries() {
+    run_file("subqueries.slt", CatalogKind::Filesystem, memory()).await;
+}
