@@ -126,15 +126,20 @@ impl StatementFilter<'_> {
                     }
                 };
                 let target = tables.first().and_then(|t| table_factor_name(&t.relation));
-                self.route_dml(target).await
+                self.route_dml("DELETE", target).await
             }
             Statement::Update(update) => {
-                self.route_dml(table_factor_name(&update.table.relation))
+                self.route_dml("UPDATE", table_factor_name(&update.table.relation))
                     .await
             }
             Statement::Truncate(truncate) => {
-                self.route_dml(truncate.table_names.first().map(|t| &t.name))
-                    .await
+                for target in &truncate.table_names {
+                    let checked = self.route_dml("TRUNCATE", Some(&target.name)).await?;
+                    if checked.route == Route::DataFusion {
+                        return Ok(checked);
+                    }
+                }
+                self.route_dml("TRUNCATE", None).await
             }
             Statement::Merge(merge) => {
                 if let Some(name) = table_factor_name(&merge.table) {
@@ -202,29 +207,55 @@ impl StatementFilter<'_> {
     /// planner, whose write routing sends them to the store (or refuses
     /// them); so do those of tables outside the Paimon catalogs (external
     /// tables), which `SQLContext` does not know.
-    async fn route_dml(&self, target: Option<&ObjectName>) -> Result<Checked> {
+    ///
+    /// DataFusion's planner lower-cases unquoted ASCII letters; `SQLContext`
+    /// looks names up as written. A name whose written form is a lake-stream
+    /// table that DataFusion's planner would not find is refused: routed to
+    /// `SQLContext` it would write Paimon directly.
+    async fn route_dml(&self, operation: &str, target: Option<&ObjectName>) -> Result<Checked> {
         let Some(name) = target else {
             return Ok(Checked::route(Route::SqlContext));
         };
-        let route = match self.resolve(name, true) {
-            None => Route::DataFusion,
-            Some((catalog, identifier)) => match catalog.lakestream_table(&identifier).await? {
-                Some(_) => Route::DataFusion,
-                None => Route::SqlContext,
-            },
+        let targets = self.lakestream_targets(name).await?;
+        let route = match targets {
+            LakeStreamTargets {
+                normalized: Some(_),
+                ..
+            } => Route::DataFusion,
+            LakeStreamTargets {
+                normalized: None,
+                as_written: Some((catalog, identifier)),
+            } => return Err(spelling_refused(operation, name, &catalog, &identifier)),
+            LakeStreamTargets { .. } if self.resolve(name, true).is_none() => Route::DataFusion,
+            LakeStreamTargets { .. } => Route::SqlContext,
         };
         Ok(Checked::route(route))
     }
 
-    /// The table `name` names, if it is a lake-stream table of one of our catalogs.
+    /// The lake-stream table `name` names, read either way (see
+    /// [`Self::lakestream_targets`]): for statements `SQLContext` executes
+    /// itself, refused if either reading is a lake-stream table.
     async fn lakestream_target(&self, name: &ObjectName) -> Result<Option<Identifier>> {
-        let Some((catalog, identifier)) = self.resolve(name, true) else {
-            return Ok(None);
-        };
-        Ok(catalog
-            .lakestream_table(&identifier)
-            .await?
-            .map(|_| identifier))
+        let targets = self.lakestream_targets(name).await?;
+        Ok(targets.as_written.or(targets.normalized).map(|(_, i)| i))
+    }
+
+    /// The lake-stream tables `name` names as DataFusion's planner reads it
+    /// (unquoted parts lower-cased, ASCII letters only) and as `SQLContext`
+    /// reads it (as written), catalog part included.
+    async fn lakestream_targets(&self, name: &ObjectName) -> Result<LakeStreamTargets> {
+        let mut targets = LakeStreamTargets::default();
+        for (normalize, slot) in [
+            (true, &mut targets.normalized),
+            (false, &mut targets.as_written),
+        ] {
+            if let Some((catalog, identifier)) = self.resolve(name, normalize) {
+                if catalog.lakestream_table(&identifier).await?.is_some() {
+                    *slot = Some((catalog.name().to_string(), identifier));
+                }
+            }
+        }
+        Ok(targets)
     }
 
     /// `CREATE OR REPLACE TABLE t` over an existing lake-stream table.
@@ -275,6 +306,40 @@ impl StatementFilter<'_> {
         };
         let state = self.session.state();
         self.state.resolve(&reference, state.config_options())
+    }
+}
+
+/// The lake-stream tables a name could name (see
+/// [`StatementFilter::lakestream_targets`]).
+#[derive(Debug, Default)]
+struct LakeStreamTargets {
+    /// The catalog's name and the table, as DataFusion's planner reads the name.
+    normalized: Option<(String, Identifier)>,
+    /// The same, as `SQLContext` reads it.
+    as_written: Option<(String, Identifier)>,
+}
+
+/// A write whose target name, as written, is lake-stream table `identifier`
+/// but which DataFusion's planner reads as another table.
+fn spelling_refused(
+    operation: &str,
+    name: &ObjectName,
+    catalog: &str,
+    identifier: &Identifier,
+) -> Error {
+    let stored = match name.0.len() {
+        3 => name::sql_name(&[catalog, identifier.database(), identifier.object()]),
+        _ => name::sql_name(&[identifier.database(), identifier.object()]),
+    };
+    Error::WriteNotSupported {
+        operation: operation.to_string(),
+        table: identifier.full_name(),
+        reason: format!(
+            "the name {name} is read as that table by SQLContext, which would write Paimon \
+             directly, but as another table by DataFusion's planner, which lower-cases \
+             unquoted names and routes writes to the store. Quote the name as it is stored: \
+             {stored}"
+        ),
     }
 }
 

@@ -17,3 +17,4 @@ mod shell;
 mod slt;
 mod support;
 mod text_input;
+mod write_names;
