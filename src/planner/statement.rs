@@ -13,8 +13,9 @@ use std::sync::Arc;
 
 use datafusion::prelude::SessionContext;
 use datafusion::sql::sqlparser::ast::{
-    visit_relations, FromTable, Function, Ident, ObjectName, ObjectNamePart, Reset, ResetStatement,
-    Set, SqlOption, Statement, TableFactor, TableObject,
+    visit_relations, AlterTableOperation, FromTable, Function, FunctionArg, FunctionArgExpr,
+    FunctionArguments, Ident, ObjectName, ObjectNamePart, Reset, ResetStatement, Set, SqlOption,
+    Statement, TableFactor, TableObject,
 };
 use datafusion::sql::sqlparser::dialect::GenericDialect;
 use datafusion::sql::sqlparser::keywords::Keyword;
@@ -195,10 +196,29 @@ impl StatementFilter<'_> {
                     RelationName::Paimon(_) => Route::SqlContext,
                 },
             )),
-            Statement::Call(function) => Ok(Checked::route(match procedure_call(function) {
-                Some(query) => Route::Rewritten(query),
-                None => Route::SqlContext,
-            })),
+            Statement::AlterTable(alter) => {
+                if let Some(operation) = alter.operations.iter().find_map(partition_operation) {
+                    if let Some(identifier) = self.lakestream_target(&alter.name).await? {
+                        return Err(Error::WriteNotSupported {
+                            operation: format!("ALTER TABLE ... {operation}"),
+                            table: identifier.full_name(),
+                            reason: "it changes Paimon's partitions directly, while the store \
+                                     keeps newer rows of them, so the change would be half \
+                                     applied. Delete the partition's rows with DELETE \
+                                     (primary-key tables), or turn the mode off first"
+                                .to_string(),
+                        });
+                    }
+                }
+                Ok(Checked::route(Route::SqlContext))
+            }
+            Statement::Call(function) => {
+                self.check_procedure(function).await?;
+                Ok(Checked::route(match procedure_call(function) {
+                    Some(query) => Route::Rewritten(query),
+                    None => Route::SqlContext,
+                }))
+            }
             _ => Ok(Checked::route(Route::SqlContext)),
         }
     }
@@ -230,6 +250,60 @@ impl StatementFilter<'_> {
             LakeStreamTargets { .. } => Route::SqlContext,
         };
         Ok(Checked::route(route))
+    }
+
+    /// `CALL sys.rollback_to(table => 'db.t', ...)` (and `rollback_to_timestamp`)
+    /// on a lake-stream table: it would remove snapshots that tiering
+    /// committed while the store keeps later rows. Refused.
+    async fn check_procedure(&self, function: &Function) -> Result<()> {
+        let parts: Vec<&str> = function
+            .name
+            .0
+            .iter()
+            .filter_map(|p| p.as_ident().map(|i| i.value.as_str()))
+            .collect();
+        let (catalog, procedure) = match parts.as_slice() {
+            [catalog, _, procedure] => (Some(*catalog), *procedure),
+            [_, procedure] | [procedure] => (None, *procedure),
+            _ => return Ok(()),
+        };
+        if !ROLLBACK_PROCEDURES
+            .iter()
+            .any(|p| p.eq_ignore_ascii_case(procedure))
+        {
+            return Ok(());
+        }
+        let Some(table) = named_argument(function, "table") else {
+            return Ok(());
+        };
+        let state = self.session.state();
+        let default_catalog = state.config_options().catalog.default_catalog.clone();
+        let table_parts: Vec<&str> = table.split('.').collect();
+        let (catalog, identifier) = match table_parts.as_slice() {
+            [database, object] => (
+                catalog.unwrap_or(&default_catalog),
+                Identifier::new(*database, *object),
+            ),
+            [_, database, object] => (
+                catalog.unwrap_or(&default_catalog),
+                Identifier::new(*database, *object),
+            ),
+            _ => return Ok(()),
+        };
+        let Some(catalog) = self.state.catalog(catalog) else {
+            return Ok(());
+        };
+        if catalog.lakestream_table(&identifier).await?.is_some() {
+            return Err(Error::WriteNotSupported {
+                operation: format!("CALL {procedure}"),
+                table: identifier.full_name(),
+                reason: "it would remove snapshots that tiering committed while the store keeps \
+                         the rows written after them, so t$rt would show a history that never \
+                         existed. Turn the mode off first"
+                    .to_string(),
+            });
+        }
+        Ok(())
     }
 
     /// The lake-stream table `name` names, read either way (see
@@ -306,6 +380,38 @@ impl StatementFilter<'_> {
         };
         let state = self.session.state();
         self.state.resolve(&reference, state.config_options())
+    }
+}
+
+/// Procedures that move a table back to an older snapshot.
+const ROLLBACK_PROCEDURES: &[&str] = &["rollback_to", "rollback_to_timestamp"];
+
+/// The text of the named argument `name => '...'` of a procedure call.
+fn named_argument(function: &Function, name: &str) -> Option<String> {
+    let FunctionArguments::List(list) = &function.args else {
+        return None;
+    };
+    list.args.iter().find_map(|arg| match arg {
+        FunctionArg::Named {
+            name: arg_name,
+            arg: FunctionArgExpr::Expr(expr),
+            ..
+        } if arg_name.value.eq_ignore_ascii_case(name) => Some(unquote(&expr.to_string())),
+        _ => None,
+    })
+}
+
+/// The name of an `ALTER TABLE` operation that changes partitions.
+fn partition_operation(operation: &AlterTableOperation) -> Option<&'static str> {
+    match operation {
+        AlterTableOperation::DropPartitions { .. } => Some("DROP PARTITION"),
+        AlterTableOperation::AddPartitions { .. } => Some("ADD PARTITION"),
+        AlterTableOperation::RenamePartitions { .. } => Some("PARTITION ... RENAME TO"),
+        AlterTableOperation::AttachPartition { .. } => Some("ATTACH PARTITION"),
+        AlterTableOperation::DetachPartition { .. } => Some("DETACH PARTITION"),
+        AlterTableOperation::FreezePartition { .. } => Some("FREEZE PARTITION"),
+        AlterTableOperation::UnfreezePartition { .. } => Some("UNFREEZE PARTITION"),
+        _ => None,
     }
 }
 

@@ -348,3 +348,8 @@ async fn conformance_memory() {
 async fn subqueries() {
     run_file("subqueries.slt", CatalogKind::Filesystem, memory()).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn partitions() {
+    run_file("partitions.slt", CatalogKind::Filesystem, memory()).await;
+}
