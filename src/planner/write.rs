@@ -54,7 +54,10 @@ impl WriteRouting {
             return Ok(Transformed::no(dml));
         };
         let table = paimon.table();
-        if !options::is_enabled(table.schema().options()) {
+        // A branch copies its table's options, `lakestream.enabled` too, but
+        // is never itself lake-stream: the store holds the main branch's
+        // rows only. Its writes are Paimon's, to the branch.
+        if !options::is_enabled(table.schema().options()) || !table.is_main_branch() {
             return Ok(Transformed::no(dml));
         }
         let binding = match self.state.resolve(&dml.table_name, config) {

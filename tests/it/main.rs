@@ -1,3 +1,4 @@
+mod branches;
 mod catalog_api;
 mod cli;
 mod crash;
