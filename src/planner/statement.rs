@@ -13,8 +13,9 @@ use std::sync::Arc;
 
 use datafusion::prelude::SessionContext;
 use datafusion::sql::sqlparser::ast::{
-    visit_relations, FromTable, Function, Ident, ObjectName, ObjectNamePart, Reset, ResetStatement,
-    Set, SqlOption, Statement, TableFactor, TableObject,
+    visit_relations, AlterTableOperation, FromTable, Function, FunctionArg, FunctionArgExpr,
+    FunctionArguments, Ident, ObjectName, ObjectNamePart, Reset, ResetStatement, Set, SqlOption,
+    Statement, TableFactor, TableObject,
 };
 use datafusion::sql::sqlparser::dialect::GenericDialect;
 use datafusion::sql::sqlparser::keywords::Keyword;
@@ -126,15 +127,20 @@ impl StatementFilter<'_> {
                     }
                 };
                 let target = tables.first().and_then(|t| table_factor_name(&t.relation));
-                self.route_dml(target).await
+                self.route_dml("DELETE", target).await
             }
             Statement::Update(update) => {
-                self.route_dml(table_factor_name(&update.table.relation))
+                self.route_dml("UPDATE", table_factor_name(&update.table.relation))
                     .await
             }
             Statement::Truncate(truncate) => {
-                self.route_dml(truncate.table_names.first().map(|t| &t.name))
-                    .await
+                for target in &truncate.table_names {
+                    let checked = self.route_dml("TRUNCATE", Some(&target.name)).await?;
+                    if checked.route == Route::DataFusion {
+                        return Ok(checked);
+                    }
+                }
+                self.route_dml("TRUNCATE", None).await
             }
             Statement::Merge(merge) => {
                 if let Some(name) = table_factor_name(&merge.table) {
@@ -190,10 +196,29 @@ impl StatementFilter<'_> {
                     RelationName::Paimon(_) => Route::SqlContext,
                 },
             )),
-            Statement::Call(function) => Ok(Checked::route(match procedure_call(function) {
-                Some(query) => Route::Rewritten(query),
-                None => Route::SqlContext,
-            })),
+            Statement::AlterTable(alter) => {
+                if let Some(operation) = alter.operations.iter().find_map(partition_operation) {
+                    if let Some(identifier) = self.lakestream_target(&alter.name).await? {
+                        return Err(Error::WriteNotSupported {
+                            operation: format!("ALTER TABLE ... {operation}"),
+                            table: identifier.full_name(),
+                            reason: "it changes Paimon's partitions directly, while the store \
+                                     keeps newer rows of them, so the change would be half \
+                                     applied. Delete the partition's rows with DELETE \
+                                     (primary-key tables), or turn the mode off first"
+                                .to_string(),
+                        });
+                    }
+                }
+                Ok(Checked::route(Route::SqlContext))
+            }
+            Statement::Call(function) => {
+                self.check_procedure(function).await?;
+                Ok(Checked::route(match procedure_call(function) {
+                    Some(query) => Route::Rewritten(query),
+                    None => Route::SqlContext,
+                }))
+            }
             _ => Ok(Checked::route(Route::SqlContext)),
         }
     }
@@ -202,29 +227,109 @@ impl StatementFilter<'_> {
     /// planner, whose write routing sends them to the store (or refuses
     /// them); so do those of tables outside the Paimon catalogs (external
     /// tables), which `SQLContext` does not know.
-    async fn route_dml(&self, target: Option<&ObjectName>) -> Result<Checked> {
+    ///
+    /// DataFusion's planner lower-cases unquoted ASCII letters; `SQLContext`
+    /// looks names up as written. A name whose written form is a lake-stream
+    /// table that DataFusion's planner would not find is refused: routed to
+    /// `SQLContext` it would write Paimon directly.
+    async fn route_dml(&self, operation: &str, target: Option<&ObjectName>) -> Result<Checked> {
         let Some(name) = target else {
             return Ok(Checked::route(Route::SqlContext));
         };
-        let route = match self.resolve(name, true) {
-            None => Route::DataFusion,
-            Some((catalog, identifier)) => match catalog.lakestream_table(&identifier).await? {
-                Some(_) => Route::DataFusion,
-                None => Route::SqlContext,
-            },
+        let targets = self.lakestream_targets(name).await?;
+        let route = match targets {
+            LakeStreamTargets {
+                normalized: Some(_),
+                ..
+            } => Route::DataFusion,
+            LakeStreamTargets {
+                normalized: None,
+                as_written: Some((catalog, identifier)),
+            } => return Err(spelling_refused(operation, name, &catalog, &identifier)),
+            LakeStreamTargets { .. } if self.resolve(name, true).is_none() => Route::DataFusion,
+            LakeStreamTargets { .. } => Route::SqlContext,
         };
         Ok(Checked::route(route))
     }
 
-    /// The table `name` names, if it is a lake-stream table of one of our catalogs.
-    async fn lakestream_target(&self, name: &ObjectName) -> Result<Option<Identifier>> {
-        let Some((catalog, identifier)) = self.resolve(name, true) else {
-            return Ok(None);
+    /// `CALL sys.rollback_to(table => 'db.t', ...)` (and `rollback_to_timestamp`)
+    /// on a lake-stream table: it would remove snapshots that tiering
+    /// committed while the store keeps later rows. Refused.
+    async fn check_procedure(&self, function: &Function) -> Result<()> {
+        let parts: Vec<&str> = function
+            .name
+            .0
+            .iter()
+            .filter_map(|p| p.as_ident().map(|i| i.value.as_str()))
+            .collect();
+        let (catalog, procedure) = match parts.as_slice() {
+            [catalog, _, procedure] => (Some(*catalog), *procedure),
+            [_, procedure] | [procedure] => (None, *procedure),
+            _ => return Ok(()),
         };
-        Ok(catalog
-            .lakestream_table(&identifier)
-            .await?
-            .map(|_| identifier))
+        if !ROLLBACK_PROCEDURES
+            .iter()
+            .any(|p| p.eq_ignore_ascii_case(procedure))
+        {
+            return Ok(());
+        }
+        let Some(table) = named_argument(function, "table") else {
+            return Ok(());
+        };
+        let state = self.session.state();
+        let default_catalog = state.config_options().catalog.default_catalog.clone();
+        let table_parts: Vec<&str> = table.split('.').collect();
+        let (catalog, identifier) = match table_parts.as_slice() {
+            [database, object] => (
+                catalog.unwrap_or(&default_catalog),
+                Identifier::new(*database, *object),
+            ),
+            [_, database, object] => (
+                catalog.unwrap_or(&default_catalog),
+                Identifier::new(*database, *object),
+            ),
+            _ => return Ok(()),
+        };
+        let Some(catalog) = self.state.catalog(catalog) else {
+            return Ok(());
+        };
+        if catalog.lakestream_table(&identifier).await?.is_some() {
+            return Err(Error::WriteNotSupported {
+                operation: format!("CALL {procedure}"),
+                table: identifier.full_name(),
+                reason: "it would remove snapshots that tiering committed while the store keeps \
+                         the rows written after them, so t$rt would show a history that never \
+                         existed. Turn the mode off first"
+                    .to_string(),
+            });
+        }
+        Ok(())
+    }
+
+    /// The lake-stream table `name` names, read either way (see
+    /// [`Self::lakestream_targets`]): for statements `SQLContext` executes
+    /// itself, refused if either reading is a lake-stream table.
+    async fn lakestream_target(&self, name: &ObjectName) -> Result<Option<Identifier>> {
+        let targets = self.lakestream_targets(name).await?;
+        Ok(targets.as_written.or(targets.normalized).map(|(_, i)| i))
+    }
+
+    /// The lake-stream tables `name` names as DataFusion's planner reads it
+    /// (unquoted parts lower-cased, ASCII letters only) and as `SQLContext`
+    /// reads it (as written), catalog part included.
+    async fn lakestream_targets(&self, name: &ObjectName) -> Result<LakeStreamTargets> {
+        let mut targets = LakeStreamTargets::default();
+        for (normalize, slot) in [
+            (true, &mut targets.normalized),
+            (false, &mut targets.as_written),
+        ] {
+            if let Some((catalog, identifier)) = self.resolve(name, normalize) {
+                if catalog.lakestream_table(&identifier).await?.is_some() {
+                    *slot = Some((catalog.name().to_string(), identifier));
+                }
+            }
+        }
+        Ok(targets)
     }
 
     /// `CREATE OR REPLACE TABLE t` over an existing lake-stream table.
@@ -275,6 +380,72 @@ impl StatementFilter<'_> {
         };
         let state = self.session.state();
         self.state.resolve(&reference, state.config_options())
+    }
+}
+
+/// Procedures that move a table back to an older snapshot.
+const ROLLBACK_PROCEDURES: &[&str] = &["rollback_to", "rollback_to_timestamp"];
+
+/// The text of the named argument `name => '...'` of a procedure call.
+fn named_argument(function: &Function, name: &str) -> Option<String> {
+    let FunctionArguments::List(list) = &function.args else {
+        return None;
+    };
+    list.args.iter().find_map(|arg| match arg {
+        FunctionArg::Named {
+            name: arg_name,
+            arg: FunctionArgExpr::Expr(expr),
+            ..
+        } if arg_name.value.eq_ignore_ascii_case(name) => Some(unquote(&expr.to_string())),
+        _ => None,
+    })
+}
+
+/// The name of an `ALTER TABLE` operation that changes partitions.
+fn partition_operation(operation: &AlterTableOperation) -> Option<&'static str> {
+    match operation {
+        AlterTableOperation::DropPartitions { .. } => Some("DROP PARTITION"),
+        AlterTableOperation::AddPartitions { .. } => Some("ADD PARTITION"),
+        AlterTableOperation::RenamePartitions { .. } => Some("PARTITION ... RENAME TO"),
+        AlterTableOperation::AttachPartition { .. } => Some("ATTACH PARTITION"),
+        AlterTableOperation::DetachPartition { .. } => Some("DETACH PARTITION"),
+        AlterTableOperation::FreezePartition { .. } => Some("FREEZE PARTITION"),
+        AlterTableOperation::UnfreezePartition { .. } => Some("UNFREEZE PARTITION"),
+        _ => None,
+    }
+}
+
+/// The lake-stream tables a name could name (see
+/// [`StatementFilter::lakestream_targets`]).
+#[derive(Debug, Default)]
+struct LakeStreamTargets {
+    /// The catalog's name and the table, as DataFusion's planner reads the name.
+    normalized: Option<(String, Identifier)>,
+    /// The same, as `SQLContext` reads it.
+    as_written: Option<(String, Identifier)>,
+}
+
+/// A write whose target name, as written, is lake-stream table `identifier`
+/// but which DataFusion's planner reads as another table.
+fn spelling_refused(
+    operation: &str,
+    name: &ObjectName,
+    catalog: &str,
+    identifier: &Identifier,
+) -> Error {
+    let stored = match name.0.len() {
+        3 => name::sql_name(&[catalog, identifier.database(), identifier.object()]),
+        _ => name::sql_name(&[identifier.database(), identifier.object()]),
+    };
+    Error::WriteNotSupported {
+        operation: operation.to_string(),
+        table: identifier.full_name(),
+        reason: format!(
+            "the name {name} is read as that table by SQLContext, which would write Paimon \
+             directly, but as another table by DataFusion's planner, which lower-cases \
+             unquoted names and routes writes to the store. Quote the name as it is stored: \
+             {stored}"
+        ),
     }
 }
 

@@ -9,4 +9,4 @@ mod write;
 pub(crate) use factory::{PaimonTableFactory, PAIMON_FORMAT};
 pub(crate) use realtime::RealtimeTable;
 pub(crate) use tier::{SetAsideFunction, TierFunction, SET_ASIDE_FUNCTION, TIER_FUNCTION};
-pub(crate) use write::StoreWriteTable;
+pub(crate) use write::{RowChange, StoreWriteTable};

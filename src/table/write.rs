@@ -1,30 +1,52 @@
 //! The write target of a lake-stream table: every DML statement DataFusion
 //! plans for it (INSERT, DELETE, UPDATE, TRUNCATE) lands here instead of in
 //! paimon-datafusion's Paimon writer, and goes to the store or is refused.
+//!
+//! DELETE and UPDATE arrive as the rows they change: write routing plans the
+//! statement's whole selection (its `WHERE` clause with any subquery, its
+//! `LIMIT`) as a query over `t$rt`, and this target writes exactly those rows
+//! to the store as deletes or upserts. DataFusion's own `delete_from` and
+//! `update` hooks receive only the filters it could push down, so they are
+//! never used to change rows here.
 
 use std::sync::Arc;
 
 use async_trait::async_trait;
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::catalog::Session;
-use datafusion::common::tree_node::{Transformed, TreeNode};
-use datafusion::common::{Column, DFSchema};
 use datafusion::datasource::sink::DataSinkExec;
 use datafusion::datasource::{TableProvider, TableType};
 use datafusion::error::Result as DFResult;
 use datafusion::logical_expr::dml::InsertOp;
-use datafusion::logical_expr::utils::conjunction;
-use datafusion::logical_expr::{cast, col, Expr};
-use datafusion::physical_plan::filter::FilterExec;
-use datafusion::physical_plan::projection::ProjectionExec;
+use datafusion::logical_expr::Expr;
 use datafusion::physical_plan::ExecutionPlan;
 use paimon::table::Table;
 
 use crate::error::{Error, Result};
 use crate::exec::sink::StoreSink;
 use crate::merge::MergeSpec;
-use crate::store::{primary_keys, LazyStore, ScanMode, StoreBinding, WriteKind};
-use crate::table::RealtimeTable;
+use crate::store::{primary_keys, LazyStore, StoreBinding, WriteKind};
+
+/// What the rows a [`StoreWriteTable`] receives are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum RowChange {
+    /// New rows (INSERT): appended, or upserted by primary key.
+    Insert,
+    /// The current rows a DELETE selected: deleted by primary key.
+    Delete,
+    /// The new values of the rows an UPDATE selected: upserted by primary key.
+    Update,
+}
+
+impl RowChange {
+    fn operation(self) -> &'static str {
+        match self {
+            Self::Insert => "INSERT",
+            Self::Delete => "DELETE",
+            Self::Update => "UPDATE",
+        }
+    }
+}
 
 /// Stands in for a lake-stream table's Paimon provider as the target of DML.
 #[derive(Debug)]
@@ -32,16 +54,57 @@ pub(crate) struct StoreWriteTable {
     binding: StoreBinding,
     table: Table,
     schema: SchemaRef,
+    change: RowChange,
 }
 
 impl StoreWriteTable {
     /// `schema` is the schema of the provider it replaces, so planned input fits.
     pub(crate) fn new(binding: StoreBinding, table: Table, schema: SchemaRef) -> Self {
+        Self::for_change(binding, table, schema, RowChange::Insert)
+    }
+
+    /// A target whose `insert_into` takes the rows a DELETE or UPDATE
+    /// selected (see the module documentation).
+    pub(crate) fn for_change(
+        binding: StoreBinding,
+        table: Table,
+        schema: SchemaRef,
+        change: RowChange,
+    ) -> Self {
         Self {
             binding,
             table,
             schema,
+            change,
         }
+    }
+
+    /// The checks of a DELETE or UPDATE that need no store, made while the
+    /// statement is planned: a primary key, no assignment to it, and merge
+    /// settings under which the store's deletes and upserts mean what SQL says.
+    /// `assigned` names the columns an UPDATE sets.
+    pub(crate) fn check_change(&self, assigned: &[String]) -> Result<()> {
+        let operation = self.change.operation();
+        if self.change == RowChange::Insert {
+            return Ok(());
+        }
+        let keys = primary_keys(&self.table);
+        if keys.is_empty() {
+            return Err(self.no_primary_key(operation));
+        }
+        if let Some(column) = assigned.iter().find(|c| keys.contains(*c)) {
+            return Err(self.not_supported(
+                operation,
+                format!(
+                    "primary-key column '{column}' cannot be set: the store keys rows by it. \
+                     DELETE the row and INSERT it again"
+                ),
+            ));
+        }
+        self.check_merge_settings(operation)?;
+        self.binding
+            .require(operation, self.table.identifier())
+            .map(|_| ())
     }
 
     fn name(&self) -> String {
@@ -68,11 +131,7 @@ impl StoreWriteTable {
     /// stores that take deletes.
     async fn keyed_store(&self, operation: &str) -> Result<Arc<LazyStore>> {
         if primary_keys(&self.table).is_empty() {
-            return Err(self.not_supported(
-                operation,
-                "the table has no primary key, so its store keeps an append-only log. Give the \
-                 table a primary key, or turn the mode off to change Paimon directly",
-            ));
+            return Err(self.no_primary_key(operation));
         }
         let store = self.store(operation).await?;
         if !store.get().await?.supports_deletes() {
@@ -82,6 +141,22 @@ impl StoreWriteTable {
             ));
         }
         Ok(store)
+    }
+
+    fn unplanned_selection(&self, operation: &str) -> Error {
+        self.not_supported(
+            operation,
+            "its WHERE clause was not planned as a query over the table's rows, and the \
+             filters pushed down alone could change more rows than it selects",
+        )
+    }
+
+    fn no_primary_key(&self, operation: &str) -> Error {
+        self.not_supported(
+            operation,
+            "the table has no primary key, so its store keeps an append-only log. Give the \
+             table a primary key, or turn the mode off to change Paimon directly",
+        )
     }
 
     /// Refuses `operation` (DELETE or UPDATE) where the table's merge settings
@@ -105,27 +180,6 @@ impl StoreWriteTable {
         }
     }
 
-    /// The table's current rows (`t$rt`, bounded) that match `filters`.
-    async fn matching_rows(
-        &self,
-        state: &dyn Session,
-        filters: &[Expr],
-    ) -> DFResult<(Arc<dyn ExecutionPlan>, DFSchema)> {
-        let realtime = RealtimeTable::try_new(self.binding.clone(), self.table.clone())?;
-        let scan = realtime
-            .plan_read(state, None, filters, None, ScanMode::Batch)
-            .await?;
-        let df_schema = DFSchema::try_from(Arc::clone(&self.schema))?;
-        let plan = match conjunction(filters.iter().map(unqualified)) {
-            Some(predicate) => {
-                let predicate = state.create_physical_expr(predicate, &df_schema)?;
-                Arc::new(FilterExec::try_new(predicate, scan)?) as Arc<dyn ExecutionPlan>
-            }
-            None => scan,
-        };
-        Ok((plan, df_schema))
-    }
-
     fn sink(
         &self,
         store: Arc<LazyStore>,
@@ -135,19 +189,6 @@ impl StoreWriteTable {
         let sink = StoreSink::new(store, self.table.clone(), kind, Arc::clone(&self.schema));
         Arc::new(DataSinkExec::new(input, Arc::new(sink), None))
     }
-}
-
-/// DML filters name the target table; the scan here is unqualified.
-fn unqualified(expr: &Expr) -> Expr {
-    expr.clone()
-        .transform(|e| match e {
-            Expr::Column(c) if c.relation.is_some() => Ok(Transformed::yes(Expr::Column(
-                Column::new_unqualified(c.name),
-            ))),
-            other => Ok(Transformed::no(other)),
-        })
-        .map(|t| t.data)
-        .unwrap_or_else(|_| expr.clone())
 }
 
 #[async_trait]
@@ -187,65 +228,40 @@ impl TableProvider for StoreWriteTable {
                 )
                 .into());
         }
-        let store = self.store("INSERT").await?;
-        let kind = if primary_keys(&self.table).is_empty() {
-            WriteKind::Append
-        } else {
-            WriteKind::Upsert
+        let (store, kind) = match self.change {
+            RowChange::Insert => {
+                let store = self.store("INSERT").await?;
+                let kind = if primary_keys(&self.table).is_empty() {
+                    WriteKind::Append
+                } else {
+                    WriteKind::Upsert
+                };
+                (store, kind)
+            }
+            RowChange::Delete => (self.keyed_store("DELETE").await?, WriteKind::Delete),
+            RowChange::Update => (self.keyed_store("UPDATE").await?, WriteKind::Upsert),
         };
         Ok(self.sink(store, kind, input))
     }
 
+    /// Reached only if write routing did not plan the DELETE's selection:
+    /// `filters` may be a part of its `WHERE` clause, so nothing is deleted.
     async fn delete_from(
         &self,
-        state: &dyn Session,
-        filters: Vec<Expr>,
+        _state: &dyn Session,
+        _filters: Vec<Expr>,
     ) -> DFResult<Arc<dyn ExecutionPlan>> {
-        self.check_merge_settings("DELETE")?;
-        let store = self.keyed_store("DELETE").await?;
-        let (rows, _) = self.matching_rows(state, &filters).await?;
-        Ok(self.sink(store, WriteKind::Delete, rows))
+        Err(self.unplanned_selection("DELETE").into())
     }
 
+    /// Like [`Self::delete_from`].
     async fn update(
         &self,
-        state: &dyn Session,
-        assignments: Vec<(String, Expr)>,
-        filters: Vec<Expr>,
+        _state: &dyn Session,
+        _assignments: Vec<(String, Expr)>,
+        _filters: Vec<Expr>,
     ) -> DFResult<Arc<dyn ExecutionPlan>> {
-        let keys = primary_keys(&self.table);
-        if let Some((column, _)) = assignments.iter().find(|(c, _)| keys.contains(c)) {
-            return Err(self
-                .not_supported(
-                    "UPDATE",
-                    format!(
-                        "primary-key column '{column}' cannot be set: the store keys rows by it. \
-                         DELETE the row and INSERT it again"
-                    ),
-                )
-                .into());
-        }
-        self.check_merge_settings("UPDATE")?;
-        let store = self.keyed_store("UPDATE").await?;
-        let (rows, df_schema) = self.matching_rows(state, &filters).await?;
-        let projections = self
-            .schema
-            .fields()
-            .iter()
-            .map(|field| {
-                let value = assignments
-                    .iter()
-                    .find(|(c, _)| c == field.name())
-                    .map(|(_, e)| cast(unqualified(e), field.data_type().clone()))
-                    .unwrap_or_else(|| col(Column::new_unqualified(field.name())));
-                Ok((
-                    state.create_physical_expr(value, &df_schema)?,
-                    field.name().clone(),
-                ))
-            })
-            .collect::<DFResult<Vec<_>>>()?;
-        let updated = Arc::new(ProjectionExec::try_new(projections, rows)?);
-        Ok(self.sink(store, WriteKind::Upsert, updated))
+        Err(self.unplanned_selection("UPDATE").into())
     }
 
     async fn truncate(&self, _state: &dyn Session) -> DFResult<Arc<dyn ExecutionPlan>> {

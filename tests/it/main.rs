@@ -1,3 +1,4 @@
+mod branches;
 mod catalog_api;
 mod cli;
 mod crash;
@@ -19,3 +20,4 @@ mod slt;
 mod support;
 mod text_input;
 mod union_read;
+mod write_names;

@@ -343,3 +343,13 @@ pub async fn conformance(harness: Arc<dyn StoreHarness>) {
 async fn conformance_memory() {
     conformance(Arc::new(MemoryHarness)).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn subqueries() {
+    run_file("subqueries.slt", CatalogKind::Filesystem, memory()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn partitions() {
+    run_file("partitions.slt", CatalogKind::Filesystem, memory()).await;
+}
