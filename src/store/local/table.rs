@@ -650,16 +650,27 @@ impl TableState {
 
     /// The newest snapshot and the store position its rows reach: the commit
     /// identifier of the incarnation's newest tiering snapshot.
+    ///
+    /// The position never goes back. Snapshots are searched from the newest
+    /// down to what the marker (or a proof, see [`Self::prove`]) already
+    /// covers. Where that search runs into a snapshot another engine expired,
+    /// the covered position is the answer only if nothing newer can be
+    /// tiering's: the expired snapshot is the one the marker was written at,
+    /// or the log holds no segment at or after the covered position (a
+    /// tiering commit past it would have needed one, and tiering never
+    /// deletes those). Otherwise (a tiering process died between its commit
+    /// and its marker, and the commit expired since) the position is unknown
+    /// and the answer is [`Error::TieredPositionUnknown`], never a guess.
     async fn tiered(&self, incarnation: &Incarnation, table: &Table) -> Result<(Option<i64>, u64)> {
         let manager = table.snapshot_manager();
-        // The marker first: it names a snapshot at or before the latest one
-        // read after it.
-        let marker = self.marker(incarnation).await?;
+        // The marker and proof first: they name a snapshot at or before the
+        // latest one read after them.
+        let known = self.known(incarnation).await?;
         let Some(latest) = manager.get_latest_snapshot_id().await? else {
             return Ok((None, 0));
         };
         // Snapshots from before the incarnation was attached are not its.
-        let floor = marker
+        let floor = known
             .as_ref()
             .map(|m| m.snapshot_id)
             .into_iter()
@@ -667,6 +678,7 @@ impl TableState {
             .max()
             .unwrap_or(1)
             .max(1);
+        let covered = known.as_ref().map_or(0, |m| m.position);
         let mut id = latest;
         while id >= floor {
             let cached = incarnation
@@ -690,8 +702,12 @@ impl TableState {
                             .insert(id, entry);
                         entry
                     }
-                    // Expired: the marker covers what came before.
-                    Err(paimon::Error::SnapshotNotExist { .. }) => break,
+                    Err(paimon::Error::SnapshotNotExist { .. }) => {
+                        let position = self
+                            .expired_below(incarnation, known.as_ref(), id, latest)
+                            .await?;
+                        return Ok((Some(latest), position));
+                    }
                     Err(e) => return Err(e.into()),
                 },
             };
@@ -706,7 +722,69 @@ impl TableState {
             }
             id -= 1;
         }
-        Ok((Some(latest), marker.map_or(0, |m| m.position)))
+        Ok((Some(latest), covered))
+    }
+
+    /// The marker or the proof, whichever covers more snapshots. Both say
+    /// "the incarnation's tiering snapshots up to `snapshot_id` reach
+    /// `position`", so the one with the higher snapshot says more.
+    async fn known(&self, incarnation: &Incarnation) -> Result<Option<TieredMarker>> {
+        let marker = self.marker(incarnation).await?;
+        let proof: Option<TieredMarker> = self
+            .read_json(&path::tiered_proof(&incarnation.dir))
+            .await?;
+        Ok(marker
+            .into_iter()
+            .chain(proof)
+            .max_by_key(|m| m.snapshot_id))
+    }
+
+    /// The tiered position when the search down from `latest` found snapshot
+    /// `expired` gone before it found a tiering snapshot: what `known` covers,
+    /// if that is provably all (see [`Self::tiered`]).
+    async fn expired_below(
+        &self,
+        incarnation: &Incarnation,
+        known: Option<&TieredMarker>,
+        expired: i64,
+        latest: i64,
+    ) -> Result<u64> {
+        let covered = known.map_or(0, |m| m.position);
+        // The marker's own snapshot: everything up to it is covered.
+        if known.is_some_and(|m| m.snapshot_id >= expired) {
+            return Ok(covered);
+        }
+        let end = self.list(incarnation).await?;
+        if end <= covered {
+            // Proven as of `latest`: record it, so a write that lands a
+            // segment next does not make the next search ambiguous.
+            self.prove(incarnation, latest, covered).await?;
+            return Ok(covered);
+        }
+        Err(Error::TieredPositionUnknown {
+            table: self.name(),
+            snapshot: expired,
+            position: covered,
+            end,
+            dir: self.file(&self.dir),
+        })
+    }
+
+    /// Records that the incarnation's tiering snapshots up to `snapshot_id`
+    /// reach `position`. Kept apart from the marker, which tiering rewrites
+    /// (read, change, write) under its lock: a proof is written by whoever
+    /// finds it, and is true whenever it is written, so two writers of it
+    /// never make it false, only one of them less recent.
+    async fn prove(&self, incarnation: &Incarnation, snapshot_id: i64, position: u64) -> Result<()> {
+        let proof = TieredMarker {
+            snapshot_id,
+            position,
+            history: Vec::new(),
+        };
+        let bytes = serde_json::to_vec(&proof).map_err(|e| store_error(LOCAL, e))?;
+        self.root
+            .put_replace(&path::tiered_proof(&incarnation.dir), Bytes::from(bytes))
+            .await
     }
 
     async fn marker(&self, incarnation: &Incarnation) -> Result<Option<TieredMarker>> {
