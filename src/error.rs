@@ -264,7 +264,7 @@ pub enum Error {
     /// Turning the mode on again would tier rows the store kept from before
     /// the mode was turned off over newer rows written to Paimon directly.
     #[error(
-        "cannot turn lake-stream mode of '{table}' on: store '{store}' still holds {rows} rows \
+        "cannot turn lake-stream mode of '{table}' on: its store still holds {rows} rows \
          of '{table}' from before the mode was turned off, not yet tiered into Paimon, and \
          {since}. Tiering them now would commit the older values over the newer ones, key by \
          key. Choose: to keep them, tier them first (they win over the newer rows of the same \
@@ -274,8 +274,6 @@ pub enum Error {
     StrandedRows {
         /// The table's full name.
         table: String,
-        /// The store's identifier.
-        store: String,
         /// How many rows wait in the store.
         rows: u64,
         /// What Paimon got since (`snapshot 7 was committed by 'u'`).
@@ -288,12 +286,13 @@ pub enum Error {
 
     /// A lake-stream table recorded with another store than the catalog's.
     #[error(
-        "{operation} '{table}' through {scope} is refused: the table is bound to store \
-         '{recorded}' (table option 'lakestream.store-binding', recorded when its mode was \
-         turned on), but {scope} uses '{ours}'. Its rows are in the store it is bound to; a \
-         second store would take writes no read of the first shows. Use a catalog with that \
-         store, or move the table: turn the mode off (through a catalog with that store, which \
-         tiers its rows first), then on through this one"
+        "{operation} '{table}' is refused: the table is bound to store '{recorded}' (table \
+         option 'lakestream.store-binding', recorded when its mode was turned on), but this \
+         catalog's store is '{ours}'. The table's rows are in the store it is bound to, and a \
+         second store would take writes that reads of the first never show. Use a catalog \
+         with that store ('lakestream.store' and its options, such as 'local.path'), or move \
+         the table: turn the mode off (through a catalog with that store, so that its rows \
+         are tiered first), then on through this one"
     )]
     StoreBindingMismatch {
         /// What was asked (`reading`, `writing to`, ...).
@@ -304,8 +303,6 @@ pub enum Error {
         recorded: String,
         /// The binding of the catalog's store.
         ours: String,
-        /// The catalog (`catalog 'paimon'`).
-        scope: String,
     },
 
     /// A store file whose bytes do not verify.

@@ -60,6 +60,7 @@ impl StoreWriteTable {
     /// planning, before any row moves.
     async fn store(&self, operation: &str) -> Result<Arc<LazyStore>> {
         let store = Arc::clone(self.binding.require(operation, self.table.identifier())?);
+        store.check_binding(operation, &self.table)?;
         store.get().await?;
         Ok(store)
     }
