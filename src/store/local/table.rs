@@ -354,6 +354,10 @@ impl TableState {
         if let Some(meta) = self.read_meta().await? {
             let same = meta.paimon_created_ms.is_none_or(|known| known == created);
             if same {
+                if !crate::options::is_enabled(table.schema().options()) {
+                    // Boxed: its futures would make attach's too big for a stack.
+                    Box::pin(self.check_stranded(table)).await?;
+                }
                 return Ok(());
             }
             // The rows of a dropped table never come back.
@@ -374,6 +378,88 @@ impl TableState {
             .await?;
         *self.current.lock().unwrap_or_else(|e| e.into_inner()) = None;
         Ok(())
+    }
+
+    /// Turning the mode on again while the store still holds rows from
+    /// before it was turned off (tiering could not run then): on a
+    /// primary-key table whose Paimon table got new rows from elsewhere
+    /// since, tiering them would commit the older values over the newer
+    /// ones, so it is refused until the user tiers or discards them. Append
+    /// tables are not refused: their rows are added in any order.
+    async fn check_stranded(&self, table: &Table) -> Result<()> {
+        if primary_keys(table).is_empty() {
+            return Ok(());
+        }
+        let incarnation = self.current(table).await?;
+        let (_, position) = self.tiered(&incarnation, table).await?;
+        let rows = match self.segments_from(&incarnation, position).await? {
+            Some(segments) => rows_of(segments.iter().map(|(_, s)| s)),
+            // Trimmed under us: only tiering trims, so they are in Paimon.
+            None => 0,
+        };
+        if rows == 0 {
+            return Ok(());
+        }
+        let Some(since) = self.written_elsewhere(&incarnation, table).await? else {
+            return Ok(());
+        };
+        let name = crate::name::sql_name(&[self.identifier.database(), self.identifier.object()]);
+        Err(Error::StrandedRows {
+            table: self.name(),
+            rows,
+            since,
+            tier_command: format!(
+                "lakestream-cli tier --once --table {name} --store {LOCAL}, with this catalog's \
+                 --warehouse and --option flags"
+            ),
+            dir: self.file(&self.dir),
+        })
+    }
+
+    /// Whether Paimon got rows from someone other than the incarnation's
+    /// tiering since it last tiered: the newest such snapshot, described.
+    /// Compactions add no rows and do not count; snapshots expired before
+    /// the search found the incarnation's own count as unknown, so as such.
+    async fn written_elsewhere(
+        &self,
+        incarnation: &Incarnation,
+        table: &Table,
+    ) -> Result<Option<String>> {
+        let manager = table.snapshot_manager();
+        let Some(latest) = manager.get_latest_snapshot_id().await? else {
+            return Ok(None);
+        };
+        // The marker's snapshot was the newest when tiering last passed:
+        // what came before it was there when the rows were tiered.
+        let floor = self
+            .marker(incarnation)
+            .await?
+            .map(|m| m.snapshot_id + 1)
+            .into_iter()
+            .chain(incarnation.base_snapshot.map(|b| b + 1))
+            .max()
+            .unwrap_or(1)
+            .max(1);
+        for id in (floor..=latest).rev() {
+            match manager.get_snapshot(id).await {
+                Ok(snapshot) if snapshot.commit_user() == incarnation.user => return Ok(None),
+                Ok(snapshot) if *snapshot.commit_kind() == paimon::spec::CommitKind::COMPACT => {}
+                Ok(snapshot) => {
+                    return Ok(Some(format!(
+                        "Paimon snapshot {id} was committed since by '{}'",
+                        snapshot.commit_user()
+                    )))
+                }
+                Err(paimon::Error::SnapshotNotExist { .. }) => {
+                    return Ok(Some(format!(
+                        "Paimon's snapshots up to {id} expired, so whether rows were written \
+                         to it directly since cannot be told"
+                    )))
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(None)
     }
 
     /// Runs the catalog's drop of the table, then deletes every object of
@@ -775,7 +861,12 @@ impl TableState {
     /// (read, change, write) under its lock: a proof is written by whoever
     /// finds it, and is true whenever it is written, so two writers of it
     /// never make it false, only one of them less recent.
-    async fn prove(&self, incarnation: &Incarnation, snapshot_id: i64, position: u64) -> Result<()> {
+    async fn prove(
+        &self,
+        incarnation: &Incarnation,
+        snapshot_id: i64,
+        position: u64,
+    ) -> Result<()> {
         let proof = TieredMarker {
             snapshot_id,
             position,
