@@ -322,6 +322,7 @@ impl LakeStreamCatalog {
             });
         }
         let store = self.store.require("tiering", identifier)?;
+        store.get().await?;
         store.check_binding("tiering", &table)?;
         let tiered = store
             .call("tier", |s| async move { s.tier(&table).await })
@@ -358,7 +359,12 @@ impl LakeStreamCatalog {
             ));
             return;
         };
-        if let Err(e) = store.check_binding("tiering", &table) {
+        // A store that cannot be reached is reported as such, below.
+        let mismatch = match store.get().await {
+            Ok(_) => store.check_binding("tiering", &table).err(),
+            Err(_) => None,
+        };
+        if let Some(e) = mismatch {
             // Its rows are in another store, which this catalog cannot ask.
             self.notice(format!(
                 "lake-stream mode of '{name}' is off, but this catalog could not tier first: \
