@@ -136,6 +136,16 @@ impl LakeStreamCatalog {
         let store = self
             .store
             .require("'lakestream.enabled'='true'", identifier)?;
+        // Created first, so a binding to local disk names the directory as
+        // it resolves.
+        store.get().await?;
+        let binding = store.binding()?;
+        if let Some(given) = creation.options().get(options::STORE_BINDING) {
+            if !store.is_bound_as(given)? {
+                return Err(binding_not_settable());
+            }
+        }
+        let creation = with_option(creation, options::STORE_BINDING, &binding)?;
         match self.inner.get_table(identifier).await {
             // `IF NOT EXISTS` over an existing table changes nothing.
             Ok(_) if ignore_if_exists => return Ok(()),
@@ -201,13 +211,21 @@ impl LakeStreamCatalog {
 
     /// Turning the mode on for an existing table: the store-side table is
     /// attached first, so a store that refuses leaves the option unset. The
-    /// table is checked with the options it has after `changes`.
-    async fn enable(&self, identifier: &Identifier, changes: &[SchemaChange]) -> Result<()> {
+    /// table is checked with the options it has after `changes`. Answers the
+    /// store binding to record with the table (`None`: no such table).
+    ///
+    /// A table whose mode is on stays with the store it is bound to; one
+    /// whose mode is off moves to this catalog's store.
+    async fn enable(
+        &self,
+        identifier: &Identifier,
+        changes: &[SchemaChange],
+    ) -> Result<Option<String>> {
         check_name_can_enable(identifier)?;
         let table = match self.inner.get_table(identifier).await {
             Ok(table) => table,
             // The wrapped catalog reports a missing table its own way.
-            Err(paimon::Error::TableNotExist { .. }) => return Ok(()),
+            Err(paimon::Error::TableNotExist { .. }) => return Ok(None),
             Err(e) => return Err(e.into()),
         };
         let schema = table.schema();
@@ -223,12 +241,58 @@ impl LakeStreamCatalog {
         let store = self
             .store
             .require("'lakestream.enabled'='true'", identifier)?;
+        store.get().await?;
+        if options::is_enabled(schema.options()) {
+            store.check_binding("turning the mode on for", &table)?;
+        }
+        let binding = store.binding()?;
+        let moved = match schema.options().get(options::STORE_BINDING) {
+            Some(recorded) if !store.is_bound_as(recorded)? => Some(recorded.clone()),
+            _ => None,
+        };
         store
             .call("attach the table", |s| async move {
                 s.attach_table(&table).await
             })
-            .await
+            .await?;
+        if let Some(recorded) = moved {
+            self.notice(format!(
+                "lake-stream mode of '{}' is on, served by store '{binding}' from now on; it \
+                 was bound to '{recorded}'. Rows that may still wait there are not served \
+                 here",
+                identifier.full_name()
+            ));
+        }
+        Ok(Some(binding))
     }
+}
+
+/// The error for a `lakestream.store-binding` a statement sets.
+fn binding_not_settable() -> Error {
+    Error::InvalidOption {
+        key: options::STORE_BINDING.to_string(),
+        reason: "it is recorded when the mode is turned on, naming the store that serves the \
+                 table, and cannot be set or removed. To move a table to another store, turn \
+                 the mode off and then on through a catalog with that store"
+            .to_string(),
+    }
+}
+
+/// `creation` with the option `key` set to `value`. (`Schema` has no
+/// setter; its serialized form does.)
+fn with_option(creation: Schema, key: &str, value: &str) -> Result<Schema> {
+    let copy_error = |e: serde_json::Error| Error::Internal(format!("cannot copy a schema: {e}"));
+    let mut json = serde_json::to_value(&creation).map_err(copy_error)?;
+    match json.get_mut("options") {
+        Some(serde_json::Value::Object(options)) => {
+            options.insert(
+                key.to_string(),
+                serde_json::Value::String(value.to_string()),
+            );
+        }
+        _ => return Err(Error::Internal("a schema without options".to_string())),
+    }
+    serde_json::from_value(json).map_err(copy_error)
 }
 
 /// What tiering does with a table whose lake-stream mode is off.
@@ -258,6 +322,8 @@ impl LakeStreamCatalog {
             });
         }
         let store = self.store.require("tiering", identifier)?;
+        store.get().await?;
+        store.check_binding("tiering", &table)?;
         let tiered = store
             .call("tier", |s| async move { s.tier(&table).await })
             .await;
@@ -293,6 +359,21 @@ impl LakeStreamCatalog {
             ));
             return;
         };
+        // A store that cannot be reached is reported as such, below.
+        let mismatch = match store.get().await {
+            Ok(_) => store.check_binding("tiering", &table).err(),
+            Err(_) => None,
+        };
+        if let Some(e) = mismatch {
+            // Its rows are in another store, which this catalog cannot ask.
+            self.notice(format!(
+                "lake-stream mode of '{name}' is off, but this catalog could not tier first: \
+                 {e}. Rows of '{name}' may still wait in the store it is bound to; before \
+                 writing to '{name}' again, tier them through that store: {}",
+                tier_command(identifier, None)
+            ));
+            return;
+        }
         let tiered = store
             .call("tier before turning the mode off", |s| {
                 let table = table.clone();
@@ -698,7 +779,14 @@ impl Catalog for LakeStreamCatalog {
         ignore_if_not_exists: bool,
     ) -> paimon::Result<()> {
         let store = self.store.require("dropping", identifier).ok();
-        if let (Some(store), Some(_)) = (store, self.lakestream_table(identifier).await?) {
+        let table = self.lakestream_table(identifier).await?;
+        // A table bound to another store is not this store's to drop: its
+        // files there are never served again once the table is gone.
+        let ours = match (store, &table) {
+            (Some(store), Some(table)) => store.check_binding("dropping", table).is_ok(),
+            _ => false,
+        };
+        if let (Some(store), true) = (store, ours) {
             // The store's rows go with the table: a table created later under
             // the same name must not find them. The store decides the order.
             let inner = &self.inner;
@@ -743,12 +831,28 @@ impl Catalog for LakeStreamCatalog {
         changes: Vec<SchemaChange>,
         ignore_if_not_exists: bool,
     ) -> paimon::Result<()> {
+        if changes.iter().any(|change| {
+            matches!(change,
+                SchemaChange::SetOption { key, .. } | SchemaChange::RemoveOption { key }
+                    if key == options::STORE_BINDING)
+        }) {
+            return Err(binding_not_settable().into_paimon());
+        }
+        let mut changes = changes;
         match enabled_after(&changes) {
-            Some(true) => self
-                .enable(identifier, &changes)
-                .await
-                .map_err(Error::into_paimon)?,
-            Some(false) => self.disable(identifier).await,
+            Some(true) => {
+                // Boxed, as below: their futures are big for a caller's stack.
+                let binding = Box::pin(self.enable(identifier, &changes))
+                    .await
+                    .map_err(Error::into_paimon)?;
+                if let Some(binding) = binding {
+                    changes.push(SchemaChange::SetOption {
+                        key: options::STORE_BINDING.to_string(),
+                        value: binding,
+                    });
+                }
+            }
+            Some(false) => Box::pin(self.disable(identifier)).await,
             None => {
                 if let Some(table) = self.lakestream_table(identifier).await? {
                     check_schema_changes(&table, &changes).map_err(Error::into_paimon)?;

@@ -234,6 +234,77 @@ pub enum Error {
         table: String,
     },
 
+    /// Paimon expired the snapshot that said how far tiering reached, and
+    /// nothing else the store keeps proves it: guessing low would tier (and
+    /// show) rows twice, guessing high would lose them.
+    #[error(
+        "cannot tell how far tiering of '{table}' reached: Paimon snapshot {snapshot} has \
+         expired (another engine expired the table's snapshots), and the store recorded its \
+         tiering position only up to position {position}, while its log reaches position \
+         {end}; rows between the two may already be in Paimon. Reads of '{table}$rt', writes \
+         and tiering of '{table}' are refused so that no row is committed or shown twice. To \
+         go on: turn the mode off (ALTER TABLE {table} {TURN_OFF_HINT}), compare what \
+         '{table}' holds with the rows written last, discard the store's rows of the table by \
+         deleting '{dir}', turn the mode on again and write the missing rows again. Tiering \
+         regularly (it records its position) keeps this from happening"
+    )]
+    TieredPositionUnknown {
+        /// The table's full name.
+        table: String,
+        /// The expired snapshot the search for the position ran into.
+        snapshot: i64,
+        /// The position the store can prove.
+        position: u64,
+        /// Where the store's log ends.
+        end: u64,
+        /// The store's directory of the table.
+        dir: String,
+    },
+
+    /// Turning the mode on again would tier rows the store kept from before
+    /// the mode was turned off over newer rows written to Paimon directly.
+    #[error(
+        "cannot turn lake-stream mode of '{table}' on: its store still holds {rows} rows \
+         of '{table}' from before the mode was turned off, not yet tiered into Paimon, and \
+         {since}. Tiering them now would commit the older values over the newer ones, key by \
+         key. Choose: to keep them, tier them first (they win over the newer rows of the same \
+         keys): {tier_command}; to drop them, delete the store's rows of the table, \
+         '{dir}'. Then turn the mode on again"
+    )]
+    StrandedRows {
+        /// The table's full name.
+        table: String,
+        /// How many rows wait in the store.
+        rows: u64,
+        /// What Paimon got since (`snapshot 7 was committed by 'u'`).
+        since: String,
+        /// The command that tiers them.
+        tier_command: String,
+        /// The store's directory of the table.
+        dir: String,
+    },
+
+    /// A lake-stream table recorded with another store than the catalog's.
+    #[error(
+        "{operation} '{table}' is refused: the table is bound to store '{recorded}' (table \
+         option 'lakestream.store-binding', recorded when its mode was turned on), but this \
+         catalog's store is '{ours}'. The table's rows are in the store it is bound to, and a \
+         second store would take writes that reads of the first never show. Use a catalog \
+         with that store ('lakestream.store' and its options, such as 'local.path'), or move \
+         the table: turn the mode off (through a catalog with that store, so that its rows \
+         are tiered first), then on through this one"
+    )]
+    StoreBindingMismatch {
+        /// What was asked (`reading`, `writing to`, ...).
+        operation: String,
+        /// The table's full name.
+        table: String,
+        /// The binding recorded with the table.
+        recorded: String,
+        /// The binding of the catalog's store.
+        ours: String,
+    },
+
     /// A store file whose bytes do not verify.
     #[error(
         "segment '{file}' of '{table}' is damaged ({reason}); {held}. Reads of '{table}$rt' and \
@@ -427,6 +498,7 @@ impl Error {
                 | Error::StoreFailed { .. }
                 | Error::Internal(_)
                 | Error::SegmentDamaged { .. }
+                | Error::TieredPositionUnknown { .. }
                 | Error::StreamBehind { .. }
                 | Error::DroppedDuringRead { .. }
                 | Error::WriteNotApplied { .. }

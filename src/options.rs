@@ -12,6 +12,11 @@ use crate::error::{Error, Result};
 
 /// Table option that turns lake-stream mode on (`true`, ignoring ASCII case).
 pub const ENABLED: &str = "lakestream.enabled";
+/// Table option recording which store serves a lake-stream table, set when
+/// the mode is turned on (`<store>:<location>`, e.g.
+/// `local:file:///data/_lakestream/`). A catalog whose store is another one
+/// refuses to serve the table. Not set by users.
+pub const STORE_BINDING: &str = "lakestream.store-binding";
 /// Catalog option naming the store (`local`, `fluss`, ...).
 pub const STORE: &str = "lakestream.store";
 /// Catalog option bounding each store call (creation, attach, planning a

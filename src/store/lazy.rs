@@ -4,10 +4,12 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
+use paimon::table::Table;
 use tokio::sync::Mutex;
 
 use super::{LakestreamStore, StoreContext, StoreRegistry};
 use crate::error::{Error, Result};
+use crate::options::STORE_BINDING;
 
 /// The store a catalog names, created the first time it is needed.
 ///
@@ -68,6 +70,52 @@ impl LazyStore {
             .map_or(true, |factory| factory.tiers_its_log())
     }
 
+    /// The store binding a table turned on through this store records in
+    /// [`STORE_BINDING`]: `<identifier>:<where its data lives>` (the `local`
+    /// store's root URL, Fluss's bootstrap servers), or the identifier alone
+    /// for a store whose location this crate does not know. Known without
+    /// creating the store.
+    pub fn binding(&self) -> Result<String> {
+        let location = match self.identifier.as_str() {
+            super::local::LOCAL => super::local::binding_location(&self.context)?,
+            "fluss" => servers(
+                self.context
+                    .options
+                    .get("bootstrap.servers")
+                    .map_or("", String::as_str),
+            )
+            .join(","),
+            _ => return Ok(self.identifier.clone()),
+        };
+        Ok(format!("{}:{location}", self.identifier))
+    }
+
+    /// Whether the store binding `recorded` names this store.
+    pub fn is_bound_as(&self, recorded: &str) -> Result<bool> {
+        Ok(bindings_match(recorded, &self.binding()?))
+    }
+
+    /// Refuses `operation` on `table` when the table records a store binding
+    /// other than this store's: two stores serving one table would each take
+    /// writes the other's reads never show, and tier them separately. A
+    /// table without a recorded binding (turned on before bindings were
+    /// recorded) is served.
+    pub fn check_binding(&self, operation: &str, table: &Table) -> Result<()> {
+        let Some(recorded) = table.schema().options().get(STORE_BINDING) else {
+            return Ok(());
+        };
+        let ours = self.binding()?;
+        if self.is_bound_as(recorded)? {
+            return Ok(());
+        }
+        Err(Error::StoreBindingMismatch {
+            operation: operation.to_string(),
+            table: table.identifier().full_name(),
+            recorded: recorded.clone(),
+            ours,
+        })
+    }
+
     /// The bound on each store call.
     pub fn timeout(&self) -> Duration {
         self.timeout
@@ -117,5 +165,55 @@ impl LazyStore {
                 timeout: self.timeout,
             }),
         }
+    }
+}
+
+/// A server list (`h1:9123, h2:9123`) as a sorted set of addresses.
+fn servers(list: &str) -> Vec<String> {
+    let mut servers: Vec<String> = list
+        .split(',')
+        .map(|s| s.trim().to_ascii_lowercase())
+        .filter(|s| !s.is_empty())
+        .collect();
+    servers.sort();
+    servers.dedup();
+    servers
+}
+
+/// Whether two store bindings name the same store: the same identifier and
+/// the same location. A Fluss cluster is reached through any of its
+/// servers, so two lists of them name one cluster when they share one.
+pub(crate) fn bindings_match(recorded: &str, ours: &str) -> bool {
+    let split = |binding: &str| match binding.split_once(':') {
+        Some((identifier, location)) => (identifier.to_string(), location.to_string()),
+        None => (binding.to_string(), String::new()),
+    };
+    let (recorded_store, recorded_at) = split(recorded);
+    let (our_store, our_at) = split(ours);
+    if recorded_store != our_store {
+        return false;
+    }
+    if our_store == "fluss" {
+        let recorded_servers = servers(&recorded_at);
+        return servers(&our_at)
+            .iter()
+            .any(|server| recorded_servers.contains(server));
+    }
+    recorded_at == our_at
+}
+
+#[cfg(test)]
+mod tests {
+    use super::bindings_match;
+
+    #[test]
+    fn bindings_match_by_store_and_location() {
+        assert!(bindings_match("local:file:///a/", "local:file:///a/"));
+        assert!(!bindings_match("local:file:///a/", "local:file:///b/"));
+        assert!(!bindings_match("local:file:///a/", "fluss:h:1"));
+        assert!(bindings_match("memory", "memory"));
+        assert!(!bindings_match("memory", "faulty"));
+        assert!(bindings_match("fluss:h1:1,h2:1", "fluss:h2:1,h3:1"));
+        assert!(!bindings_match("fluss:h1:1", "fluss:h2:1"));
     }
 }

@@ -50,6 +50,8 @@ impl RealtimeTable {
     ) -> DFResult<Arc<dyn ExecutionPlan>> {
         let identifier = self.table.identifier().clone();
         let store = self.binding.require("reading", &identifier)?;
+        store.get().await?;
+        store.check_binding("reading", &self.table)?;
         let table = self.table.clone();
         let read = store
             .call(

@@ -146,6 +146,8 @@ impl TableProvider for SetAsideTable {
             .catalog
             .binding()
             .require("setting a segment aside", &self.identifier)?;
+        store.get().await?;
+        store.check_binding("setting a segment aside of", &table)?;
         let position = self.position;
         let result = store
             .call("set a segment aside", |s| async move {

@@ -123,7 +123,9 @@ impl StoreWriteTable {
     /// planning, before any row moves.
     async fn store(&self, operation: &str) -> Result<Arc<LazyStore>> {
         let store = Arc::clone(self.binding.require(operation, self.table.identifier())?);
+        // An unknown or unreachable store says so first.
         store.get().await?;
+        store.check_binding(operation, &self.table)?;
         Ok(store)
     }
 

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use datafusion::arrow::util::pretty::pretty_format_batches;
 use paimon_lakestream::LakeStreamContext;
 
-use crate::support::{run, sorted_ids, try_run, CatalogKind, TestWarehouse};
+use crate::support::{run, sorted_ids, try_ids, try_run, CatalogKind, TestWarehouse};
 
 struct Setup {
     warehouse: TestWarehouse,
@@ -203,9 +203,18 @@ async fn a_lost_store_directory_loses_no_later_write() {
     run(&a, "CALL sys.lakestream_tier('default.t')").await;
     assert_eq!(sorted_ids(&a, "SELECT id FROM t").await, vec![1, 2, 3]);
 
-    // A catalog whose `local.path` names another directory: the same.
+    // A catalog whose `local.path` names another directory: the table is
+    // bound to the first store, so it is moved by turning the mode off and
+    // on through the new one.
     let moved = setup.warehouse.path().join("moved-store");
     let c = setup.process(&moved, &[]).await;
+    let refused = try_run(&c, "INSERT INTO t VALUES (4)").await.unwrap_err();
+    assert!(refused.contains("bound to store"), "{refused}");
+    run(
+        &c,
+        "ALTER TABLE t SET TBLPROPERTIES ('lakestream.enabled' = 'false')",
+    )
+    .await;
     run(
         &c,
         "ALTER TABLE t SET TBLPROPERTIES ('lakestream.enabled' = 'true')",
@@ -407,4 +416,228 @@ async fn a_table_created_over_a_drop_cut_short_starts_empty() {
     assert_eq!(sorted_ids(&a, "SELECT id FROM t").await, Vec::<i64>::new());
     run(&a, "CALL sys.lakestream_tier('default.t')").await;
     assert_eq!(sorted_ids(&b, "SELECT id FROM t").await, vec![100]);
+}
+
+/// The `local` store's file called `name` of table `t`, under `store`.
+fn store_file(store: &Path, name: &str) -> PathBuf {
+    let mut stack = vec![store.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if path.file_name().is_some_and(|n| n == name) {
+                return path;
+            }
+        }
+    }
+    panic!("no '{name}' under {}", store.display())
+}
+
+/// Another engine's work on `default.t`: one empty commit of its own, then
+/// Paimon's snapshot expiry as Java's `expire_snapshots` does it (the
+/// snapshot files before the newest one deleted, oldest first, then the
+/// EARLIEST hint moved).
+async fn commit_and_expire_elsewhere(warehouse: &TestWarehouse) {
+    let catalog =
+        paimon::CatalogFactory::create(paimon::Options::from_map(warehouse.catalog_options()))
+            .await
+            .expect("catalog");
+    let table = catalog
+        .get_table(&paimon::catalog::Identifier::new("default", "t"))
+        .await
+        .expect("table");
+    table
+        .new_write_builder()
+        .with_commit_user("another-engine")
+        .expect("commit user")
+        .new_commit()
+        .with_ignore_empty_commit(false)
+        .commit(Vec::new())
+        .await
+        .expect("another engine's commit");
+    let manager = table.snapshot_manager();
+    let latest = manager
+        .get_latest_snapshot_id()
+        .await
+        .expect("latest")
+        .expect("a snapshot");
+    let earliest = manager
+        .earliest_snapshot_id()
+        .await
+        .expect("earliest")
+        .unwrap_or(1);
+    for id in earliest..latest {
+        manager.delete_snapshot(id).await.expect("expire");
+    }
+    manager.write_earliest_hint(latest).await.expect("hint");
+}
+
+/// Case 7: a tiering process died between its commit and its marker, and
+/// another engine expired that commit's snapshot since. The marker alone
+/// would put the tiered position back, and the rows after it would be
+/// shown and tiered twice; the store refuses instead, naming the table.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_expired_tiering_snapshot_never_puts_the_tiered_position_back() {
+    let setup = Setup::new().await;
+    let a = setup.process(&setup.store, &[]).await;
+    run(
+        &a,
+        "CREATE TABLE t (id INT) WITH ('lakestream.enabled' = 'true')",
+    )
+    .await;
+    run(&a, "INSERT INTO t VALUES (1)").await;
+    run(&a, "CALL sys.lakestream_tier('default.t')").await;
+    let marker = store_file(&setup.store, "tiered.json");
+    let before = std::fs::read(&marker).expect("marker");
+    run(&a, "INSERT INTO t VALUES (2)").await;
+    run(&a, "CALL sys.lakestream_tier('default.t')").await;
+    // The second tiering's marker never written: its process died.
+    std::fs::write(&marker, before).expect("old marker");
+    commit_and_expire_elsewhere(&setup.warehouse).await;
+
+    // Another process, with nothing cached.
+    let b = setup.process(&setup.alias, &[]).await;
+    match try_ids(&b, "SELECT id FROM t$rt").await {
+        Ok(mut rows) => {
+            rows.sort_unstable();
+            assert_eq!(rows, vec![1, 2], "rows shown twice");
+        }
+        Err(e) => {
+            assert!(
+                e.contains("cannot tell how far tiering of 'default.t'"),
+                "{e}"
+            );
+            assert!(e.contains("expired"), "{e}");
+        }
+    }
+    let _ = try_run(&b, "CALL sys.lakestream_tier('default.t')").await;
+    let _ = try_run(&b, "INSERT INTO t VALUES (3)").await;
+    let _ = try_run(&b, "CALL sys.lakestream_tier('default.t')").await;
+    let tiered = sorted_ids(&b, "SELECT id FROM t").await;
+    assert!(
+        tiered == vec![1, 2] || tiered == vec![1, 2, 3],
+        "tiered twice: {tiered:?}"
+    );
+}
+
+/// Case 7, the common ways: the marker is up to date, or the store never
+/// tiered anything; another engine expiring every tiering snapshot changes
+/// nothing, before or after later writes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn expired_snapshots_keep_a_proven_tiered_position() {
+    let setup = Setup::new().await;
+    let a = setup.process(&setup.store, &[]).await;
+    run(
+        &a,
+        "CREATE TABLE t (id INT) WITH ('lakestream.enabled' = 'true')",
+    )
+    .await;
+    // Never tiered: only another engine's snapshots, then expired.
+    commit_and_expire_elsewhere(&setup.warehouse).await;
+    commit_and_expire_elsewhere(&setup.warehouse).await;
+    run(&a, "INSERT INTO t VALUES (1)").await;
+    assert_eq!(sorted_ids(&a, "SELECT id FROM t$rt").await, vec![1]);
+    run(&a, "CALL sys.lakestream_tier('default.t')").await;
+    run(&a, "INSERT INTO t VALUES (2)").await;
+    run(&a, "CALL sys.lakestream_tier('default.t')").await;
+    // The marker is up to date; the tiering snapshots expire.
+    commit_and_expire_elsewhere(&setup.warehouse).await;
+    let b = setup.process(&setup.alias, &[]).await;
+    assert_eq!(sorted_ids(&b, "SELECT id FROM t$rt").await, vec![1, 2]);
+    run(&b, "INSERT INTO t VALUES (3)").await;
+    assert_eq!(sorted_ids(&b, "SELECT id FROM t$rt").await, vec![1, 2, 3]);
+    run(&b, "CALL sys.lakestream_tier('default.t')").await;
+    assert_eq!(sorted_ids(&a, "SELECT id FROM t").await, vec![1, 2, 3]);
+    assert_eq!(sorted_ids(&a, "SELECT id FROM t$rt").await, vec![1, 2, 3]);
+}
+
+/// The mode turned off while the store could not tier (here: through a
+/// catalog without a store), then rows written to Paimon directly, then the
+/// mode turned on again: on a primary-key table the store's older rows
+/// would be tiered over the newer ones, so turning it on is refused, naming
+/// the table and both ways out; without direct writes, or on an append
+/// table, the store's rows are simply served and tiered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn turning_the_mode_on_never_tiers_older_rows_over_direct_writes() {
+    let setup = Setup::new().await;
+    let a = setup.process(&setup.store, &[]).await;
+    let plain = setup.warehouse.context_with(&[]).await;
+    // In parts, each on the heap: one test function awaiting all these
+    // statements needs more stack than a test thread has in debug builds.
+    Box::pin(stranded_rows_are_served(&a, &plain)).await;
+    Box::pin(stranded_rows_under_direct_writes(&setup, &a, &plain)).await;
+    Box::pin(stranded_rows_of_an_append_table(&a, &plain)).await;
+}
+
+const OFF: &str = "ALTER TABLE t SET TBLPROPERTIES ('lakestream.enabled' = 'false')";
+const ON: &str = "ALTER TABLE t SET TBLPROPERTIES ('lakestream.enabled' = 'true')";
+
+/// Off and on with nothing written in between: the row waits and is served.
+async fn stranded_rows_are_served(a: &LakeStreamContext, plain: &LakeStreamContext) {
+    run(
+        a,
+        "CREATE TABLE t (id INT NOT NULL, v INT, PRIMARY KEY (id)) \
+         WITH ('bucket' = '1', 'lakestream.enabled' = 'true')",
+    )
+    .await;
+    run(a, "INSERT INTO t VALUES (1, 10), (2, 20)").await;
+    run(a, "CALL sys.lakestream_tier('default.t')").await;
+    run(a, "INSERT INTO t VALUES (1, 11)").await;
+    run(plain, OFF).await;
+    run(a, ON).await;
+    assert_eq!(sorted_ids(a, "SELECT v FROM t$rt").await, vec![11, 20]);
+}
+
+/// Off, a direct write of the same key, on: refused; discarding the rows
+/// as the error says lets the mode on with Paimon's rows.
+async fn stranded_rows_under_direct_writes(
+    setup: &Setup,
+    a: &LakeStreamContext,
+    plain: &LakeStreamContext,
+) {
+    run(plain, OFF).await;
+    run(plain, "INSERT INTO t VALUES (1, 12)").await;
+    let refused = try_run(a, ON)
+        .await
+        .expect_err("older rows over newer ones");
+    assert!(refused.contains("'default.t'"), "{refused}");
+    assert!(refused.contains("1 rows"), "{refused}");
+    assert!(
+        refused.contains("lakestream-cli tier --once --table default.t"),
+        "{refused}"
+    );
+    assert!(refused.contains("db-default/t-t"), "{refused}");
+    assert_eq!(sorted_ids(a, "SELECT v FROM t").await, vec![12, 20]);
+    // Refused means the mode stayed off: Paimon takes writes directly.
+    run(plain, "INSERT INTO t VALUES (2, 21)").await;
+    std::fs::remove_dir_all(setup.store.join("db-default").join("t-t")).expect("discard");
+    run(a, ON).await;
+    assert_eq!(sorted_ids(a, "SELECT v FROM t$rt").await, vec![12, 21]);
+    run(a, "INSERT INTO t VALUES (2, 22)").await;
+    run(a, "CALL sys.lakestream_tier('default.t')").await;
+    assert_eq!(sorted_ids(a, "SELECT v FROM t").await, vec![12, 22]);
+}
+
+/// An append table keeps its waiting rows through the same steps.
+async fn stranded_rows_of_an_append_table(a: &LakeStreamContext, plain: &LakeStreamContext) {
+    run(
+        a,
+        "CREATE TABLE u (id INT) WITH ('lakestream.enabled' = 'true')",
+    )
+    .await;
+    run(a, "INSERT INTO u VALUES (1)").await;
+    run(
+        plain,
+        "ALTER TABLE u SET TBLPROPERTIES ('lakestream.enabled' = 'false')",
+    )
+    .await;
+    run(plain, "INSERT INTO u VALUES (2)").await;
+    run(
+        a,
+        "ALTER TABLE u SET TBLPROPERTIES ('lakestream.enabled' = 'true')",
+    )
+    .await;
+    run(a, "CALL sys.lakestream_tier('default.u')").await;
+    assert_eq!(sorted_ids(a, "SELECT id FROM u").await, vec![1, 2]);
 }

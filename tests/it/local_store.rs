@@ -188,3 +188,171 @@ async fn a_running_tiering_reports_its_progress() {
         .iter()
         .all(|s| s.table != "default.progress_board"));
 }
+
+/// A context on `warehouse` whose `local` store lives in `<warehouse>/<dir>`.
+async fn store_at(warehouse: &TestWarehouse, dir: &str) -> LakeStreamContext {
+    let path = warehouse.path().join(dir);
+    warehouse
+        .context_with(&[
+            ("lakestream.store", "local"),
+            ("local.tier-interval", "off"),
+            ("local.path", path.to_str().expect("utf-8 path")),
+        ])
+        .await
+}
+
+/// The value of table option `key` of `default.t`, if set.
+async fn option_of(ctx: &LakeStreamContext, key: &str) -> Option<String> {
+    use datafusion::arrow::array::AsArray;
+    use datafusion::arrow::compute::cast;
+    use datafusion::arrow::datatypes::DataType;
+    let batches = ctx
+        .sql(&format!("SELECT value FROM t$options WHERE key = '{key}'"))
+        .await
+        .expect("plan")
+        .collect()
+        .await
+        .expect("options");
+    batches
+        .iter()
+        .flat_map(|b| {
+            let column = cast(b.column(0), &DataType::Utf8).expect("text");
+            column
+                .as_string::<i32>()
+                .iter()
+                .flatten()
+                .map(str::to_string)
+                .collect::<Vec<_>>()
+        })
+        .next()
+}
+
+/// One warehouse, two catalogs whose `local.path` differ: the table is
+/// served by the store that turned its mode on; the other catalog's store
+/// refuses to read, write, tier or take it over, naming both stores.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_table_is_served_by_the_store_it_is_bound_to_only() {
+    use crate::support::{run, sorted_ids, try_run};
+
+    let warehouse = TestWarehouse::new(crate::support::CatalogKind::Filesystem).await;
+    let a = store_at(&warehouse, "store-a").await;
+    let b = store_at(&warehouse, "store-b").await;
+    run(
+        &a,
+        "CREATE TABLE t (id INT NOT NULL, v STRING, PRIMARY KEY (id)) \
+         WITH ('bucket' = '1', 'lakestream.enabled' = 'true')",
+    )
+    .await;
+    run(&a, "INSERT INTO t VALUES (1, 'a')").await;
+    let binding = option_of(&a, "lakestream.store-binding")
+        .await
+        .expect("a binding is recorded");
+    assert!(binding.starts_with("local:file://"), "{binding}");
+    assert!(binding.contains("store-a"), "{binding}");
+
+    for statement in [
+        "INSERT INTO t VALUES (2, 'b')",
+        "SELECT * FROM t$rt",
+        "DELETE FROM t WHERE id = 1",
+        "CALL sys.lakestream_tier('default.t')",
+        "ALTER TABLE t SET TBLPROPERTIES ('lakestream.enabled' = 'true')",
+    ] {
+        let error = try_run(&b, statement)
+            .await
+            .expect_err("another store must not serve the table");
+        assert!(error.contains("'default.t'"), "{statement}: {error}");
+        assert!(error.contains("bound to store"), "{statement}: {error}");
+        assert!(error.contains("store-a"), "{statement}: {error}");
+        assert!(error.contains("store-b"), "{statement}: {error}");
+    }
+    // Nobody sets the binding by hand.
+    let error = try_run(
+        &a,
+        "ALTER TABLE t SET TBLPROPERTIES ('lakestream.store-binding' = 'local:file:///x/')",
+    )
+    .await
+    .expect_err("the binding is not settable");
+    assert!(error.contains("lakestream.store-binding"), "{error}");
+    assert_eq!(sorted_ids(&a, "SELECT id FROM t$rt").await, vec![1]);
+    assert_eq!(
+        option_of(&a, "lakestream.store-binding").await,
+        Some(binding)
+    );
+}
+
+/// The normal paths: the same directory through another path is the same
+/// store; a table turned off through its store can be turned on through
+/// another, which serves it from then on; a table turned on before
+/// bindings were recorded is served, and gets one the next time it is
+/// turned on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_table_moves_to_another_store_when_turned_off_and_on() {
+    use crate::support::{run, sorted_ids, try_run};
+
+    let warehouse = TestWarehouse::new(crate::support::CatalogKind::Filesystem).await;
+    let a = store_at(&warehouse, "store-a").await;
+    std::os::unix::fs::symlink(
+        warehouse.path().join("store-a"),
+        warehouse.path().join("alias-a"),
+    )
+    .expect("symlink");
+    let alias = store_at(&warehouse, "alias-a").await;
+    let b = store_at(&warehouse, "store-b").await;
+    run(
+        &a,
+        "CREATE TABLE t (id INT NOT NULL, v STRING, PRIMARY KEY (id)) \
+         WITH ('bucket' = '1', 'lakestream.enabled' = 'true')",
+    )
+    .await;
+    run(&alias, "INSERT INTO t VALUES (1, 'a')").await;
+    assert_eq!(sorted_ids(&a, "SELECT id FROM t$rt").await, vec![1]);
+
+    // Off through its store (which tiers), on through another.
+    run(
+        &a,
+        "ALTER TABLE t SET TBLPROPERTIES ('lakestream.enabled' = 'false')",
+    )
+    .await;
+    run(
+        &b,
+        "ALTER TABLE t SET TBLPROPERTIES ('lakestream.enabled' = 'true')",
+    )
+    .await;
+    let binding = option_of(&b, "lakestream.store-binding")
+        .await
+        .expect("binding");
+    assert!(binding.contains("store-b"), "{binding}");
+    run(&b, "INSERT INTO t VALUES (2, 'b')").await;
+    assert_eq!(sorted_ids(&b, "SELECT id FROM t$rt").await, vec![1, 2]);
+    let error = try_run(&a, "INSERT INTO t VALUES (3, 'c')")
+        .await
+        .expect_err("the first store no longer serves the table");
+    assert!(error.contains("store-b"), "{error}");
+
+    // A table from before bindings: served, and bound when turned on again.
+    let catalog =
+        paimon::CatalogFactory::create(paimon::Options::from_map(warehouse.catalog_options()))
+            .await
+            .expect("catalog");
+    catalog
+        .alter_table(
+            &paimon::catalog::Identifier::new("default", "t"),
+            vec![paimon::spec::SchemaChange::RemoveOption {
+                key: "lakestream.store-binding".to_string(),
+            }],
+            false,
+        )
+        .await
+        .expect("remove the binding");
+    run(&b, "INSERT INTO t VALUES (3, 'c')").await;
+    assert_eq!(sorted_ids(&b, "SELECT id FROM t$rt").await, vec![1, 2, 3]);
+    run(
+        &b,
+        "ALTER TABLE t SET TBLPROPERTIES ('lakestream.enabled' = 'true')",
+    )
+    .await;
+    let binding = option_of(&b, "lakestream.store-binding").await;
+    assert!(binding.is_some_and(|b| b.contains("store-b")));
+    run(&b, "CALL sys.lakestream_tier('default.t')").await;
+    assert_eq!(sorted_ids(&a, "SELECT id FROM t").await, vec![1, 2, 3]);
+}

@@ -210,18 +210,44 @@ impl StoreFactory for LocalStoreFactory {
     }
 
     async fn create(&self, context: StoreContext) -> Result<Arc<dyn LakestreamStore>> {
-        let filesystem = context
-            .catalog_options
-            .get("metastore")
-            .is_none_or(|m| m.eq_ignore_ascii_case("filesystem"));
-        let warehouse = context
-            .catalog_options
-            .get("warehouse")
-            .filter(|_| filesystem)
-            .map(String::as_str);
-        let options = LocalOptions::from_options(&context.options, warehouse)?;
+        let options = local_options(&context)?;
         Ok(Arc::new(LocalStore::open(options, context.catalog)?))
     }
+}
+
+/// The `local` store's options in a catalog's store context: `path`
+/// defaults under the warehouse of a filesystem catalog.
+fn local_options(context: &StoreContext) -> Result<LocalOptions> {
+    let filesystem = context
+        .catalog_options
+        .get("metastore")
+        .is_none_or(|m| m.eq_ignore_ascii_case("filesystem"));
+    let warehouse = context
+        .catalog_options
+        .get("warehouse")
+        .filter(|_| filesystem)
+        .map(String::as_str);
+    LocalOptions::from_options(&context.options, warehouse)
+}
+
+/// Where the `local` store of a catalog keeps its files, as a table's store
+/// binding records it: the root's URL, without credentials, and for local
+/// disk with symbolic links resolved, so two paths to one directory are one
+/// store (and two directories are two, whatever their paths look like).
+pub(crate) fn binding_location(context: &StoreContext) -> Result<String> {
+    let options = local_options(context)?;
+    let mut url = root::to_url(&options.path)?;
+    if let Ok(dir) = url.to_file_path() {
+        if let Ok(resolved) = url::Url::from_directory_path(resolve_links(&dir)) {
+            url = resolved;
+        }
+    }
+    // Secrets never print: user, password, query and fragment go.
+    let _ = url.set_username("");
+    let _ = url.set_password(None);
+    url.set_query(None);
+    url.set_fragment(None);
+    Ok(url.to_string())
 }
 
 /// The embedded store.
@@ -448,6 +474,28 @@ impl Inner {
                 self.options.log_retention,
             )
             .await
+    }
+}
+
+/// `dir` with symbolic links resolved as far as it exists: its nearest
+/// existing ancestor canonicalized, the rest appended.
+fn resolve_links(dir: &std::path::Path) -> std::path::PathBuf {
+    let mut rest = Vec::new();
+    let mut existing = dir;
+    loop {
+        if let Ok(canonical) = std::fs::canonicalize(existing) {
+            return rest
+                .iter()
+                .rev()
+                .fold(canonical, |path, part| path.join(part));
+        }
+        match (existing.parent(), existing.file_name()) {
+            (Some(parent), Some(name)) => {
+                rest.push(name.to_os_string());
+                existing = parent;
+            }
+            _ => return dir.to_path_buf(),
+        }
     }
 }
 

@@ -61,6 +61,12 @@ pub(crate) fn tiered_marker(table_dir: &Path) -> Path {
     table_dir.clone().join("tiered.json")
 }
 
+/// What a search for the tiered position proved where Paimon had expired
+/// the snapshots that said it (see `TableState::tiered`).
+pub(crate) fn tiered_proof(table_dir: &Path) -> Path {
+    table_dir.clone().join("tiered-proof.json")
+}
+
 #[cfg(test)]
 mod tests {
     use proptest::prelude::*;

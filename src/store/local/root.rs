@@ -421,7 +421,7 @@ fn durable_replace(
     Ok(())
 }
 
-fn to_url(location: &str) -> Result<Url> {
+pub(crate) fn to_url(location: &str) -> Result<Url> {
     if location.contains("://") {
         return Url::parse(location).map_err(|e| Error::InvalidOption {
             key: "local.path".to_string(),

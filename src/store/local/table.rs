@@ -427,6 +427,10 @@ impl TableState {
         if let Some(meta) = self.read_meta().await? {
             let same = meta.paimon_created_ms.is_none_or(|known| known == created);
             if same {
+                if !crate::options::is_enabled(table.schema().options()) {
+                    // Boxed: its futures would make attach's too big for a stack.
+                    Box::pin(self.check_stranded(table)).await?;
+                }
                 return Ok(());
             }
             // The rows of a dropped table never come back.
@@ -447,6 +451,88 @@ impl TableState {
             .await?;
         *self.current.lock().unwrap_or_else(|e| e.into_inner()) = None;
         Ok(())
+    }
+
+    /// Turning the mode on again while the store still holds rows from
+    /// before it was turned off (tiering could not run then): on a
+    /// primary-key table whose Paimon table got new rows from elsewhere
+    /// since, tiering them would commit the older values over the newer
+    /// ones, so it is refused until the user tiers or discards them. Append
+    /// tables are not refused: their rows are added in any order.
+    async fn check_stranded(&self, table: &Table) -> Result<()> {
+        if primary_keys(table).is_empty() {
+            return Ok(());
+        }
+        let incarnation = self.current(table).await?;
+        let (_, position) = self.tiered(&incarnation, table).await?;
+        let rows = match self.segments_from(&incarnation, position).await? {
+            Some(segments) => rows_of(segments.iter().map(|(_, s)| s)),
+            // Trimmed under us: only tiering trims, so they are in Paimon.
+            None => 0,
+        };
+        if rows == 0 {
+            return Ok(());
+        }
+        let Some(since) = self.written_elsewhere(&incarnation, table).await? else {
+            return Ok(());
+        };
+        let name = crate::name::sql_name(&[self.identifier.database(), self.identifier.object()]);
+        Err(Error::StrandedRows {
+            table: self.name(),
+            rows,
+            since,
+            tier_command: format!(
+                "lakestream-cli tier --once --table {name} --store {LOCAL}, with this catalog's \
+                 --warehouse and --option flags"
+            ),
+            dir: self.file(&self.dir),
+        })
+    }
+
+    /// Whether Paimon got rows from someone other than the incarnation's
+    /// tiering since it last tiered: the newest such snapshot, described.
+    /// Compactions add no rows and do not count; snapshots expired before
+    /// the search found the incarnation's own count as unknown, so as such.
+    async fn written_elsewhere(
+        &self,
+        incarnation: &Incarnation,
+        table: &Table,
+    ) -> Result<Option<String>> {
+        let manager = table.snapshot_manager();
+        let Some(latest) = manager.get_latest_snapshot_id().await? else {
+            return Ok(None);
+        };
+        // The marker's snapshot was the newest when tiering last passed:
+        // what came before it was there when the rows were tiered.
+        let floor = self
+            .marker(incarnation)
+            .await?
+            .map(|m| m.snapshot_id + 1)
+            .into_iter()
+            .chain(incarnation.base_snapshot.map(|b| b + 1))
+            .max()
+            .unwrap_or(1)
+            .max(1);
+        for id in (floor..=latest).rev() {
+            match manager.get_snapshot(id).await {
+                Ok(snapshot) if snapshot.commit_user() == incarnation.user => return Ok(None),
+                Ok(snapshot) if *snapshot.commit_kind() == paimon::spec::CommitKind::COMPACT => {}
+                Ok(snapshot) => {
+                    return Ok(Some(format!(
+                        "Paimon snapshot {id} was committed since by '{}'",
+                        snapshot.commit_user()
+                    )))
+                }
+                Err(paimon::Error::SnapshotNotExist { .. }) => {
+                    return Ok(Some(format!(
+                        "Paimon's snapshots up to {id} expired, so whether rows were written \
+                         to it directly since cannot be told"
+                    )))
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(None)
     }
 
     /// Runs the catalog's drop of the table, then deletes every object of
@@ -930,16 +1016,27 @@ impl TableState {
 
     /// The newest snapshot and the store position its rows reach: the commit
     /// identifier of the incarnation's newest tiering snapshot.
+    ///
+    /// The position never goes back. Snapshots are searched from the newest
+    /// down to what the marker (or a proof, see [`Self::prove`]) already
+    /// covers. Where that search runs into a snapshot another engine expired,
+    /// the covered position is the answer only if nothing newer can be
+    /// tiering's: the expired snapshot is the one the marker was written at,
+    /// or the log holds no segment at or after the covered position (a
+    /// tiering commit past it would have needed one, and tiering never
+    /// deletes those). Otherwise (a tiering process died between its commit
+    /// and its marker, and the commit expired since) the position is unknown
+    /// and the answer is [`Error::TieredPositionUnknown`], never a guess.
     async fn tiered(&self, incarnation: &Incarnation, table: &Table) -> Result<(Option<i64>, u64)> {
         let manager = table.snapshot_manager();
-        // The marker first: it names a snapshot at or before the latest one
-        // read after it.
-        let marker = self.marker(incarnation).await?;
+        // The marker and proof first: they name a snapshot at or before the
+        // latest one read after them.
+        let known = self.known(incarnation).await?;
         let Some(latest) = manager.get_latest_snapshot_id().await? else {
             return Ok((None, 0));
         };
         // Snapshots from before the incarnation was attached are not its.
-        let floor = marker
+        let floor = known
             .as_ref()
             .map(|m| m.snapshot_id)
             .into_iter()
@@ -947,6 +1044,7 @@ impl TableState {
             .max()
             .unwrap_or(1)
             .max(1);
+        let covered = known.as_ref().map_or(0, |m| m.position);
         let mut id = latest;
         while id >= floor {
             let cached = incarnation
@@ -970,8 +1068,12 @@ impl TableState {
                             .insert(id, entry);
                         entry
                     }
-                    // Expired: the marker covers what came before.
-                    Err(paimon::Error::SnapshotNotExist { .. }) => break,
+                    Err(paimon::Error::SnapshotNotExist { .. }) => {
+                        let position = self
+                            .expired_below(incarnation, known.as_ref(), id, latest)
+                            .await?;
+                        return Ok((Some(latest), position));
+                    }
                     Err(e) => return Err(e.into()),
                 },
             };
@@ -986,7 +1088,74 @@ impl TableState {
             }
             id -= 1;
         }
-        Ok((Some(latest), marker.map_or(0, |m| m.position)))
+        Ok((Some(latest), covered))
+    }
+
+    /// The marker or the proof, whichever covers more snapshots. Both say
+    /// "the incarnation's tiering snapshots up to `snapshot_id` reach
+    /// `position`", so the one with the higher snapshot says more.
+    async fn known(&self, incarnation: &Incarnation) -> Result<Option<TieredMarker>> {
+        let marker = self.marker(incarnation).await?;
+        let proof: Option<TieredMarker> = self
+            .read_json(&path::tiered_proof(&incarnation.dir))
+            .await?;
+        Ok(marker
+            .into_iter()
+            .chain(proof)
+            .max_by_key(|m| m.snapshot_id))
+    }
+
+    /// The tiered position when the search down from `latest` found snapshot
+    /// `expired` gone before it found a tiering snapshot: what `known` covers,
+    /// if that is provably all (see [`Self::tiered`]).
+    async fn expired_below(
+        &self,
+        incarnation: &Incarnation,
+        known: Option<&TieredMarker>,
+        expired: i64,
+        latest: i64,
+    ) -> Result<u64> {
+        let covered = known.map_or(0, |m| m.position);
+        // The marker's own snapshot: everything up to it is covered.
+        if known.is_some_and(|m| m.snapshot_id >= expired) {
+            return Ok(covered);
+        }
+        let end = self.list(incarnation).await?;
+        if end <= covered {
+            // Proven as of `latest`: record it, so a write that lands a
+            // segment next does not make the next search ambiguous.
+            self.prove(incarnation, latest, covered).await?;
+            return Ok(covered);
+        }
+        Err(Error::TieredPositionUnknown {
+            table: self.name(),
+            snapshot: expired,
+            position: covered,
+            end,
+            dir: self.file(&self.dir),
+        })
+    }
+
+    /// Records that the incarnation's tiering snapshots up to `snapshot_id`
+    /// reach `position`. Kept apart from the marker, which tiering rewrites
+    /// (read, change, write) under its lock: a proof is written by whoever
+    /// finds it, and is true whenever it is written, so two writers of it
+    /// never make it false, only one of them less recent.
+    async fn prove(
+        &self,
+        incarnation: &Incarnation,
+        snapshot_id: i64,
+        position: u64,
+    ) -> Result<()> {
+        let proof = TieredMarker {
+            snapshot_id,
+            position,
+            history: Vec::new(),
+        };
+        let bytes = serde_json::to_vec(&proof).map_err(|e| store_error(LOCAL, e))?;
+        self.root
+            .put_replace(&path::tiered_proof(&incarnation.dir), Bytes::from(bytes))
+            .await
     }
 
     async fn marker(&self, incarnation: &Incarnation) -> Result<Option<TieredMarker>> {
