@@ -465,8 +465,8 @@ impl TableState {
         }
         let incarnation = self.current(table).await?;
         let (_, position) = self.tiered(&incarnation, table).await?;
-        let rows = match self.segments_from(&incarnation, position).await? {
-            Some(segments) => rows_of(segments.iter().map(|(_, s)| s)),
+        let rows = match self.scan(&incarnation, position).await? {
+            Some(end) => self.rows_between(&incarnation, position, end).await,
             // Trimmed under us: only tiering trims, so they are in Paimon.
             None => 0,
         };
