@@ -76,23 +76,24 @@ impl LazyStore {
     /// for a store whose location this crate does not know. Known without
     /// creating the store.
     pub fn binding(&self) -> Result<String> {
-        let location = match self.identifier.as_str() {
-            super::local::LOCAL => super::local::binding_location(&self.context)?,
-            "fluss" => servers(
-                self.context
-                    .options
-                    .get("bootstrap.servers")
-                    .map_or("", String::as_str),
-            )
-            .join(","),
-            _ => return Ok(self.identifier.clone()),
-        };
-        Ok(format!("{}:{location}", self.identifier))
+        let factory = self.registry.get(&self.identifier)?;
+        Ok(match factory.location(&self.context)? {
+            Some(location) => format!("{}:{location}", self.identifier),
+            None => self.identifier.clone(),
+        })
     }
 
-    /// Whether the store binding `recorded` names this store.
+    /// Whether the store binding `recorded` names this store: the same
+    /// identifier, and a location the store's factory counts as its own.
     pub fn is_bound_as(&self, recorded: &str) -> Result<bool> {
-        Ok(bindings_match(recorded, &self.binding()?))
+        let ours = self.binding()?;
+        let (recorded_store, recorded_at) = split_binding(recorded);
+        let (our_store, our_at) = split_binding(&ours);
+        if recorded_store != our_store {
+            return Ok(false);
+        }
+        let factory = self.registry.get(&self.identifier)?;
+        Ok(factory.same_location(recorded_at, our_at))
     }
 
     /// Refuses `operation` on `table` when the table records a store binding
@@ -168,52 +169,19 @@ impl LazyStore {
     }
 }
 
-/// A server list (`h1:9123, h2:9123`) as a sorted set of addresses.
-fn servers(list: &str) -> Vec<String> {
-    let mut servers: Vec<String> = list
-        .split(',')
-        .map(|s| s.trim().to_ascii_lowercase())
-        .filter(|s| !s.is_empty())
-        .collect();
-    servers.sort();
-    servers.dedup();
-    servers
-}
-
-/// Whether two store bindings name the same store: the same identifier and
-/// the same location. A Fluss cluster is reached through any of its
-/// servers, so two lists of them name one cluster when they share one.
-pub(crate) fn bindings_match(recorded: &str, ours: &str) -> bool {
-    let split = |binding: &str| match binding.split_once(':') {
-        Some((identifier, location)) => (identifier.to_string(), location.to_string()),
-        None => (binding.to_string(), String::new()),
-    };
-    let (recorded_store, recorded_at) = split(recorded);
-    let (our_store, our_at) = split(ours);
-    if recorded_store != our_store {
-        return false;
-    }
-    if our_store == "fluss" {
-        let recorded_servers = servers(&recorded_at);
-        return servers(&our_at)
-            .iter()
-            .any(|server| recorded_servers.contains(server));
-    }
-    recorded_at == our_at
+/// A store binding's identifier and location (empty when it names none).
+fn split_binding(binding: &str) -> (&str, &str) {
+    binding.split_once(':').unwrap_or((binding, ""))
 }
 
 #[cfg(test)]
 mod tests {
-    use super::bindings_match;
+    use super::split_binding;
 
     #[test]
-    fn bindings_match_by_store_and_location() {
-        assert!(bindings_match("local:file:///a/", "local:file:///a/"));
-        assert!(!bindings_match("local:file:///a/", "local:file:///b/"));
-        assert!(!bindings_match("local:file:///a/", "fluss:h:1"));
-        assert!(bindings_match("memory", "memory"));
-        assert!(!bindings_match("memory", "faulty"));
-        assert!(bindings_match("fluss:h1:1,h2:1", "fluss:h2:1,h3:1"));
-        assert!(!bindings_match("fluss:h1:1", "fluss:h2:1"));
+    fn bindings_split_at_the_first_colon() {
+        assert_eq!(split_binding("local:file:///a/"), ("local", "file:///a/"));
+        assert_eq!(split_binding("fluss:h1:1,h2:1"), ("fluss", "h1:1,h2:1"));
+        assert_eq!(split_binding("memory"), ("memory", ""));
     }
 }

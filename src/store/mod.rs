@@ -329,6 +329,21 @@ pub trait StoreFactory: Debug + Send + Sync {
     fn tiers_its_log(&self) -> bool {
         true
     }
+
+    /// Where a store created from `context` keeps its data, as the store
+    /// binding of the tables it serves records it (never a secret): the
+    /// `local` store's root, Fluss's servers. `None`: the identifier alone
+    /// names the store. Known without creating the store.
+    fn location(&self, context: &StoreContext) -> Result<Option<String>> {
+        let _ = context;
+        Ok(None)
+    }
+
+    /// Whether `recorded`, a location [`Self::location`] gave, names the
+    /// same store as `ours`. The default compares them as text.
+    fn same_location(&self, recorded: &str, ours: &str) -> bool {
+        recorded == ours
+    }
 }
 
 /// A registry with the stores this crate ships.

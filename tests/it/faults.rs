@@ -15,12 +15,15 @@ use paimon_lakestream::LakeStreamContext;
 
 use crate::support::{run, sorted_ids, try_run, CatalogKind, TestWarehouse};
 
-/// A store root `faulty://<name>` over `inner`, with its own fault switches:
-/// two roots over one `inner` are two processes sharing one bucket.
+/// A store root `faulty://<bucket>#<process>` over `inner`, with its own
+/// fault switches: two roots over one `inner` are two processes sharing one
+/// bucket. (The store keeps its caches per root URL, fragment included, and
+/// binds tables to the URL without it: one bucket, one store.)
 fn root(inner: &Arc<dyn ObjectStore>) -> (String, Faults) {
     static N: AtomicU64 = AtomicU64::new(0);
+    let bucket = Arc::as_ptr(inner).cast::<()>() as usize;
     let url = format!(
-        "faulty://root-{}-{}",
+        "faulty://bucket-{}-{bucket:x}#process-{}",
         std::process::id(),
         N.fetch_add(1, Ordering::Relaxed)
     );

@@ -182,6 +182,24 @@ impl StoreFactory for FlussStoreFactory {
         false
     }
 
+    /// The bootstrap servers, sorted: a cluster is named by its servers.
+    fn location(&self, context: &StoreContext) -> Result<Option<String>> {
+        let servers = context
+            .options
+            .get("bootstrap.servers")
+            .map_or("", String::as_str);
+        Ok(Some(server_set(servers).join(",")))
+    }
+
+    /// A cluster is reached through any of its servers: two lists of them
+    /// name one cluster when they share one.
+    fn same_location(&self, recorded: &str, ours: &str) -> bool {
+        let recorded = server_set(recorded);
+        server_set(ours)
+            .iter()
+            .any(|server| recorded.contains(server))
+    }
+
     async fn create(&self, context: StoreContext) -> Result<Arc<dyn LakestreamStore>> {
         let options = options::parse(&context.options)?;
         let servers = options.bootstrap().to_string();
@@ -1327,6 +1345,18 @@ impl FlussStore {
             }),
         })
     }
+}
+
+/// A server list (`h1:9123, h2:9123`) as a sorted set of addresses.
+fn server_set(list: &str) -> Vec<String> {
+    let mut servers: Vec<String> = list
+        .split(',')
+        .map(|s| s.trim().to_ascii_lowercase())
+        .filter(|s| !s.is_empty())
+        .collect();
+    servers.sort();
+    servers.dedup();
+    servers
 }
 
 #[cfg(test)]

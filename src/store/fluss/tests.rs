@@ -230,3 +230,12 @@ fn types_fluss_cannot_hold_are_named() {
     assert!(reason.contains("VARCHAR(10)"), "{reason}");
     assert!(reason.contains("STRING"), "{reason}");
 }
+
+#[test]
+fn a_cluster_is_named_by_any_of_its_servers() {
+    use crate::store::StoreFactory;
+    let factory = super::FlussStoreFactory;
+    assert!(factory.same_location("h1:1,h2:1", "H2:1, h3:1"));
+    assert!(!factory.same_location("h1:1", "h2:1"));
+    assert!(!factory.same_location("", "h2:1"));
+}

@@ -213,6 +213,10 @@ impl StoreFactory for LocalStoreFactory {
         let options = local_options(&context)?;
         Ok(Arc::new(LocalStore::open(options, context.catalog)?))
     }
+
+    fn location(&self, context: &StoreContext) -> Result<Option<String>> {
+        binding_location(context).map(Some)
+    }
 }
 
 /// The `local` store's options in a catalog's store context: `path`
@@ -234,7 +238,7 @@ fn local_options(context: &StoreContext) -> Result<LocalOptions> {
 /// binding records it: the root's URL, without credentials, and for local
 /// disk with symbolic links resolved, so two paths to one directory are one
 /// store (and two directories are two, whatever their paths look like).
-pub(crate) fn binding_location(context: &StoreContext) -> Result<String> {
+fn binding_location(context: &StoreContext) -> Result<String> {
     let options = local_options(context)?;
     let mut url = root::to_url(&options.path)?;
     if let Ok(dir) = url.to_file_path() {
@@ -471,6 +475,8 @@ impl Inner {
             .tier(
                 table,
                 self.options.tier_max_rows,
+                // Paimon's writers buffer a few segments' worth at most.
+                self.options.segment_size.saturating_mul(2),
                 self.options.log_retention,
             )
             .await

@@ -1202,6 +1202,7 @@ impl TableState {
         self: &Arc<Self>,
         table: &Table,
         max_rows: u64,
+        flush_bytes: u64,
         retention: Duration,
     ) -> Result<TierReport> {
         let _in_process = self.tiering.lock().await;
@@ -1233,7 +1234,14 @@ impl TableState {
                 }
             };
             let chunk = self
-                .tier_chunk(&incarnation, table, &schema, position, stop_at, max_rows)
+                .tier_chunk(
+                    &incarnation,
+                    table,
+                    &schema,
+                    (position, stop_at),
+                    max_rows,
+                    flush_bytes,
+                )
                 .await?;
             let Some((end, rows)) = chunk else {
                 // Caught up: what Paimon holds can go from the store.
@@ -1277,14 +1285,20 @@ impl TableState {
     /// `max_rows`, or before an entry whose rows have columns `table` lacks
     /// (rows written under a newer schema need a newer `Table`: the next run,
     /// which loads one, tiers them). `None`: nothing to tier.
+    ///
+    /// Paimon's writers buffer rows per bucket until they are prepared; they
+    /// are prepared every `flush_bytes` of rows, and all the files they
+    /// wrote are committed together, so memory stays bounded however big
+    /// one entry is. (Primary-key writers keep their sequence numbers
+    /// across prepares, as Java Paimon's do across checkpoints.)
     async fn tier_chunk(
         self: &Arc<Self>,
         incarnation: &Arc<Incarnation>,
         table: &Table,
         schema: &SchemaRef,
-        position: u64,
-        stop_at: u64,
+        (position, stop_at): (u64, u64),
         max_rows: u64,
+        flush_bytes: u64,
     ) -> Result<Option<(u64, u64)>> {
         let columns: HashSet<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
         failpoint("tier-before-write");
@@ -1295,6 +1309,8 @@ impl TableState {
         let keyed = !primary_keys(table).is_empty();
         let mut seq = position;
         let mut rows = 0u64;
+        let mut messages = Vec::new();
+        let mut unflushed = 0u64;
         while seq < stop_at && (seq == position || rows < max_rows) {
             let Some((_, info)) = self.entry(incarnation, seq).await? else {
                 return Err(self.missing_after(seq));
@@ -1307,6 +1323,11 @@ impl TableState {
                 let batch = paimon_batch(&batch, keyed)?;
                 if batch.num_rows() > 0 {
                     write.write_arrow_batch(&batch).await?;
+                    unflushed += batch.get_array_memory_size() as u64;
+                }
+                if unflushed >= flush_bytes {
+                    messages.extend(write.prepare_commit().await?);
+                    unflushed = 0;
                 }
             }
             rows += info.rows;
@@ -1315,7 +1336,7 @@ impl TableState {
         if seq == position {
             return Ok(None);
         }
-        let messages = write.prepare_commit().await?;
+        messages.extend(write.prepare_commit().await?);
         failpoint("tier-after-write");
         // Rows of a table dropped meanwhile never reach the next one.
         self.check_handle(table).await?;
