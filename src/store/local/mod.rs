@@ -334,6 +334,7 @@ impl LocalStore {
             buffered_bytes: 0,
             parts: None,
             rows: 0,
+            failed: false,
         })
     }
 }
@@ -352,6 +353,8 @@ struct LocalWrite {
     buffered_bytes: u64,
     parts: Option<PartsWriter>,
     rows: u64,
+    /// A put failed or was cancelled part way: the write cannot commit.
+    failed: bool,
 }
 
 impl LocalWrite {
@@ -382,14 +385,20 @@ impl StoreWrite for LocalWrite {
         self.buffered_bytes += batch.get_array_memory_size() as u64;
         self.buffered.push(batch);
         if self.buffered_bytes >= self.store.options.segment_size {
+            // Stays set if the roll fails or is cancelled part way.
+            self.failed = true;
             self.roll().await?;
+            self.failed = false;
         }
         Ok(())
     }
 
     async fn commit(mut self: Box<Self>) -> Result<u64> {
-        if self.parts.is_some() && !self.buffered.is_empty() {
-            self.roll().await?;
+        if self.failed {
+            return Err(Error::WriteNotApplied {
+                table: self.table.identifier().full_name(),
+                reason: "a part of it could not be written".to_string(),
+            });
         }
         if self.rows == 0 {
             return Ok(0);
@@ -403,7 +412,13 @@ impl StoreWrite for LocalWrite {
         // or times out does not stop it part way (see docs/concepts).
         tokio::spawn(async move {
             match parts {
-                Some(parts) => parts.commit(retention).await,
+                Some(mut parts) => {
+                    if let Err(e) = parts.put(&batches).await {
+                        parts.abort().await;
+                        return Err(e);
+                    }
+                    parts.commit(retention).await
+                }
                 None => state.append(&table, batches, retention).await,
             }
         })
@@ -419,6 +434,18 @@ impl StoreWrite for LocalWrite {
     async fn abort(mut self: Box<Self>) {
         if let Some(parts) = self.parts.take() {
             parts.abort().await;
+        }
+    }
+}
+
+impl Drop for LocalWrite {
+    /// A write dropped before its commit (a cancelled statement) deletes
+    /// the parts it wrote, in the background.
+    fn drop(&mut self) {
+        if let Some(parts) = self.parts.take() {
+            if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+                runtime.spawn(parts.abort());
+            }
         }
     }
 }

@@ -465,8 +465,8 @@ impl TableState {
         }
         let incarnation = self.current(table).await?;
         let (_, position) = self.tiered(&incarnation, table).await?;
-        let rows = match self.scan(&incarnation, position).await? {
-            Some(end) => self.rows_between(&incarnation, position, end).await,
+        let rows = match self.scan(&incarnation, position, true).await? {
+            Some((_, rows)) => rows,
             // Trimmed under us: only tiering trims, so they are in Paimon.
             None => 0,
         };
@@ -837,15 +837,25 @@ impl TableState {
     }
 
     /// Brings what this process knows of the log up to date from `from` on
-    /// and returns its end: every entry in `[from, end)` was there when
-    /// looked at. `Ok(None)`: an entry at or after `from` is gone (trimmed
-    /// after the retention); plan again.
-    async fn scan(&self, incarnation: &Incarnation, from: u64) -> Result<Option<u64>> {
+    /// and returns its end and the rows in `[from, end)`, as one look: every
+    /// entry there was there when looked at. `Ok(None)`: an entry at or
+    /// after `from` is gone (trimmed after the retention); plan again.
+    /// `from_tiered`: `from` is the tiered position, and what lies before it
+    /// (in Paimon) can leave the cache; a streaming read's own position says
+    /// nothing about what other reads of the process still need.
+    async fn scan(
+        &self,
+        incarnation: &Incarnation,
+        from: u64,
+        from_tiered: bool,
+    ) -> Result<Option<(u64, u64)>> {
         let mut segments = incarnation.segments.lock().await;
         if segments.next.is_none() {
             segments.next = Some(self.list(incarnation).await?);
         }
-        segments.forget_before(from);
+        if from_tiered {
+            segments.forget_before(from);
+        }
         let listed_end = segments.next.unwrap_or(0);
         let mut seq = from;
         loop {
@@ -860,17 +870,12 @@ impl TableState {
             seq += 1;
         }
         segments.next = Some(listed_end.max(seq));
-        Ok(Some(seq))
-    }
-
-    /// The rows of the entries in `[from, end)`, as far as [`Self::scan`] saw them.
-    async fn rows_between(&self, incarnation: &Incarnation, from: u64, end: u64) -> u64 {
-        let segments = incarnation.segments.lock().await;
-        segments
+        let rows = segments
             .info
-            .range(from..end.max(from))
+            .range(from..seq)
             .map(|(_, info)| info.rows)
-            .sum()
+            .sum();
+        Ok(Some((seq, rows)))
     }
 
     /// What the entry `seq` holds: from the cache, or read again.
@@ -919,18 +924,41 @@ impl TableState {
             ),
         };
         let Some(bytes) = self.root.get(&location).await? else {
+            // Trimmed under a slow read: tiering passed it long ago.
+            let passed = self
+                .marker(incarnation)
+                .await?
+                .is_some_and(|m| m.position > seq);
+            if passed {
+                return Err(Error::StreamBehind {
+                    table: self.name(),
+                    position: seq,
+                });
+            }
+            incarnation.segments.lock().await.forget(seq);
             return Err(damaged("the part is missing".to_string()));
         };
+        // A damaged write may be set aside by another process: read its
+        // entry again next time.
+        let forget = || async { incarnation.segments.lock().await.forget(seq) };
         if bytes.len() as u64 != part.length {
+            forget().await;
             return Err(damaged(format!(
                 "{} bytes where the write's entry records {}",
                 bytes.len(),
                 part.length
             )));
         }
-        let batches = segment::decode(&bytes).map_err(|e| damaged(e.to_string()))?;
+        let batches = match segment::decode(&bytes) {
+            Ok(batches) => batches,
+            Err(e) => {
+                forget().await;
+                return Err(damaged(e.to_string()));
+            }
+        };
         let rows: u64 = batches.iter().map(|b| b.num_rows() as u64).sum();
         if rows != part.rows {
+            forget().await;
             return Err(damaged(format!(
                 "{rows} rows where the write's entry records {}",
                 part.rows
@@ -1172,8 +1200,7 @@ impl TableState {
         // sees the snapshot that holds its rows.
         for _ in 0..8 {
             let (snapshot_id, position) = self.tiered(&incarnation, table).await?;
-            if let Some(end) = self.scan(&incarnation, position).await? {
-                let rows = self.rows_between(&incarnation, position, end).await;
+            if let Some((end, rows)) = self.scan(&incarnation, position, true).await? {
                 return Ok(LocalLog {
                     state: Arc::clone(self),
                     incarnation,
@@ -1218,7 +1245,7 @@ impl TableState {
         loop {
             let (snapshot_id, position) = self.tiered(&incarnation, table).await?;
             report.position = position;
-            let Some(end) = self.scan(&incarnation, position).await? else {
+            let Some((end, rows)) = self.scan(&incarnation, position, true).await? else {
                 // Only a trim removes segments, and we hold the lock.
                 vanished += 1;
                 if vanished > 3 {
@@ -1229,7 +1256,7 @@ impl TableState {
             let stop_at = match run_end {
                 Some(stop_at) => stop_at,
                 None => {
-                    progress.set_total(self.rows_between(&incarnation, position, end).await);
+                    progress.set_total(rows);
                     *run_end.insert(end)
                 }
             };
@@ -1302,11 +1329,27 @@ impl TableState {
     ) -> Result<Option<(u64, u64)>> {
         let columns: HashSet<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
         failpoint("tier-before-write");
-        let builder = table
+        let keyed = !primary_keys(table).is_empty();
+        // Paimon's writers flush a bucket's rows to a file at this size.
+        let writing = table.copy_with_options(HashMap::from([(
+            "write.parquet-buffer-size".to_string(),
+            flush_bytes.to_string(),
+        )]));
+        // A primary-key table without fixed buckets keeps one hash index
+        // file per bucket, written anew at each prepare: several in one
+        // commit would break the bucket for later writes. Its writers are
+        // prepared once, bounded by the buffer size above.
+        let fixed_buckets = table
+            .schema()
+            .options()
+            .get("bucket")
+            .and_then(|b| b.trim().parse::<i64>().ok())
+            .is_some_and(|b| b > 0);
+        let prepare_midway = !keyed || fixed_buckets;
+        let builder = writing
             .new_write_builder()
             .with_commit_user(&incarnation.user)?;
         let mut write = builder.new_write()?;
-        let keyed = !primary_keys(table).is_empty();
         let mut seq = position;
         let mut rows = 0u64;
         let mut messages = Vec::new();
@@ -1325,7 +1368,7 @@ impl TableState {
                     write.write_arrow_batch(&batch).await?;
                     unflushed += batch.get_array_memory_size() as u64;
                 }
-                if unflushed >= flush_bytes {
+                if prepare_midway && unflushed >= flush_bytes {
                     messages.extend(write.prepare_commit().await?);
                     unflushed = 0;
                 }
@@ -1461,8 +1504,10 @@ impl TableState {
     pub(crate) async fn pending_rows(&self, table: &Table) -> Result<u64> {
         let incarnation = self.current(table).await?;
         let (_, position) = self.tiered(&incarnation, table).await?;
-        let end = self.scan(&incarnation, position).await?.unwrap_or(position);
-        Ok(self.rows_between(&incarnation, position, end).await)
+        Ok(self
+            .scan(&incarnation, position, true)
+            .await?
+            .map_or(0, |(_, rows)| rows))
     }
 
     /// Moves the damaged segment at `position` aside (to `damaged/` beside
@@ -1538,9 +1583,9 @@ impl TableState {
                 table: self.name(),
                 position: from,
             };
-            match self.scan(incarnation, from).await? {
+            match self.scan(incarnation, from, false).await? {
                 None => return Err(behind),
-                Some(end) if end > from => return Ok(end),
+                Some((end, _)) if end > from => return Ok(end),
                 Some(_) => {}
             }
             match self.read_meta().await? {
@@ -1732,7 +1777,8 @@ impl PartsWriter {
                 retention,
             )
             .await;
-        if matches!(outcome, Err(Error::WriteNotApplied { .. })) {
+        // Every error but an unknown outcome comes before the entry's put.
+        if matches!(&outcome, Err(e) if !matches!(e, Error::WriteOutcomeUnknown { .. })) {
             self.abort().await;
         }
         outcome
