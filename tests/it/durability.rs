@@ -9,10 +9,11 @@
 
 use std::path::{Path, PathBuf};
 
-use datafusion::arrow::util::pretty::pretty_format_batches;
 use paimon_lakestream::LakeStreamContext;
 
-use crate::support::{run, sorted_ids, try_ids, try_run, CatalogKind, TestWarehouse};
+use crate::support::{
+    files_where, run, set_aside_says, sorted_ids, try_ids, try_run, CatalogKind, TestWarehouse,
+};
 
 struct Setup {
     warehouse: TestWarehouse,
@@ -48,22 +49,10 @@ impl Setup {
 }
 
 fn segments(dir: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(dir) = stack.pop() {
-        for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
-            let path = entry.path();
-            if path.is_dir() {
-                stack.push(path);
-            } else if path.extension().is_some_and(|e| e == "seg")
-                && path.parent().is_some_and(|p| p.ends_with("log"))
-            {
-                out.push(path);
-            }
-        }
-    }
-    out.sort();
-    out
+    files_where(dir, |path| {
+        path.extension().is_some_and(|e| e == "seg")
+            && path.parent().is_some_and(|p| p.ends_with("log"))
+    })
 }
 
 /// Case 1: a long-lived writer keeps writing after another process tiered
@@ -275,14 +264,7 @@ async fn a_damaged_segment_is_an_error_naming_it() {
         .await
         .unwrap_err();
     assert!(refused.contains("not damaged"), "{refused}");
-    let batches = b
-        .sql("CALL sys.lakestream_set_aside('default.t', 1)")
-        .await
-        .expect("set aside")
-        .collect()
-        .await
-        .expect("set aside");
-    let said = pretty_format_batches(&batches).expect("format").to_string();
+    let said = set_aside_says(&b, "default.t", 1).await;
     assert!(said.contains("held 1 rows"), "{said}");
     assert_eq!(sorted_ids(&b, "SELECT id FROM t$rt").await, vec![1, 3]);
     run(&b, "CALL sys.lakestream_tier('default.t')").await;

@@ -7,14 +7,15 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use datafusion::arrow::util::pretty::pretty_format_batches;
 use object_store::memory::InMemory;
 use object_store::ObjectStore;
 use paimon_lakestream::store::faulty::{Fault, Faults, FaultyStore, Op, Rule};
 use paimon_lakestream::store::local::register_object_store;
 use paimon_lakestream::LakeStreamContext;
 
-use crate::support::{ids, run, sorted_ids, try_run, CatalogKind, TestWarehouse};
+use crate::support::{
+    files_where, ids, run, set_aside_says, sorted_ids, try_run, CatalogKind, TestWarehouse,
+};
 
 /// Small enough that a few thousand rows roll into several parts.
 const SEGMENT_SIZE: (&str, &str) = ("local.segment-size", "16kb");
@@ -33,20 +34,9 @@ async fn process(warehouse: &TestWarehouse, store: &Path) -> LakeStreamContext {
 
 /// Files under `dir` whose path has a component `component`.
 fn files_under(dir: &Path, component: &str) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(dir) = stack.pop() {
-        for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
-            let path = entry.path();
-            if path.is_dir() {
-                stack.push(path);
-            } else if path.components().any(|c| c.as_os_str() == component) {
-                out.push(path);
-            }
-        }
-    }
-    out.sort();
-    out
+    files_where(dir, |path| {
+        path.components().any(|c| c.as_os_str() == component)
+    })
 }
 
 fn count_and_sum(ctx_rows: Vec<i64>) -> (usize, i64) {
@@ -266,14 +256,7 @@ async fn a_damaged_part_is_an_error_naming_it_until_set_aside() {
         .await
         .unwrap_err();
     assert!(said.contains("not damaged"), "{said}");
-    let batches = fresh
-        .sql("CALL sys.lakestream_set_aside('default.t', 0)")
-        .await
-        .expect("set aside")
-        .collect()
-        .await
-        .expect("set aside");
-    let said = pretty_format_batches(&batches).expect("format").to_string();
+    let said = set_aside_says(&fresh, "default.t", 0).await;
     assert!(said.contains("20000 rows"), "{said}");
     assert_eq!(sorted_ids(&fresh, "SELECT id FROM t$rt").await, vec![-1]);
     run(&fresh, "CALL sys.lakestream_tier('default.t')").await;

@@ -15,6 +15,7 @@ use std::thread::JoinHandle;
 use datafusion::arrow::array::{Array, Int64Array};
 use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::DataType;
+use datafusion::arrow::util::pretty::pretty_format_batches;
 use paimon_lakestream::LakeStreamContext;
 use tempfile::TempDir;
 
@@ -160,6 +161,37 @@ pub async fn try_run(ctx: &LakeStreamContext, sql: &str) -> Result<(), String> {
         Ok(df) => df.collect().await.map(|_| ()).map_err(|e| e.to_string()),
         Err(e) => Err(e.to_string()),
     }
+}
+
+/// The files under `dir` (recursively) that `keep` keeps, sorted.
+pub fn files_where(dir: &Path, keep: impl Fn(&Path) -> bool) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if keep(&path) {
+                out.push(path);
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// What `CALL sys.lakestream_set_aside('<table>', <position>)` answers.
+pub async fn set_aside_says(ctx: &LakeStreamContext, table: &str, position: u64) -> String {
+    let sql = format!("CALL sys.lakestream_set_aside('{table}', {position})");
+    let batches = ctx
+        .sql(&sql)
+        .await
+        .unwrap_or_else(|e| panic!("{sql}: {e}"))
+        .collect()
+        .await
+        .unwrap_or_else(|e| panic!("{sql}: {e}"));
+    pretty_format_batches(&batches).expect("format").to_string()
 }
 
 /// Runs a statement to its end, panicking on an error.
