@@ -1594,11 +1594,17 @@ impl TableState {
                     return Err(Error::DroppedDuringRead { table: self.name() });
                 }
             }
+            let tiered = self.marker(incarnation).await?.map_or(0, |m| m.position);
+            // What lies below both this read and the tiered position is
+            // needed by no read of this process: a process that only follows
+            // the log keeps what it remembers of it bounded.
+            incarnation
+                .segments
+                .lock()
+                .await
+                .forget_before(tiered.min(from));
             // Tiering passed `from` and the segment there is gone: trimmed.
-            let passed = self
-                .marker(incarnation)
-                .await?
-                .is_some_and(|m| m.position > from);
+            let passed = tiered > from;
             if passed && matches!(self.fetch(incarnation, from).await?, Fetched::Absent) {
                 return Err(behind);
             }
