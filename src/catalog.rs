@@ -479,8 +479,11 @@ impl LakeStreamCatalog {
 
 /// Schema changes a lake-stream table can take: the store keeps rows by
 /// column name, so adding a column is safe (old rows read it as null) and
-/// dropping, renaming or retyping one is not.
-fn check_schema_changes(table: &Table, changes: &[SchemaChange]) -> Result<()> {
+/// dropping, renaming or retyping one is not. Applies to a table that is
+/// lake-stream before or after `changes`: setting `lakestream.enabled` in the
+/// same statement, to either value, lets no other column change through.
+fn check_schema_changes(identifier: &Identifier, changes: &[SchemaChange]) -> Result<()> {
+    let mode_change = enabled_after(changes).is_some();
     for change in changes {
         let refused = match change {
             SchemaChange::SetOption { .. }
@@ -501,13 +504,19 @@ fn check_schema_changes(table: &Table, changes: &[SchemaChange]) -> Result<()> {
             }
             other => format!("{other:?}"),
         };
+        let what_to_do = if mode_change {
+            "Set 'lakestream.enabled' in a statement of its own: turn the mode off first \
+             (which tiers the store's rows into Paimon), change the columns, then turn it on"
+        } else {
+            "Turn the mode off first (which tiers the store's rows into Paimon)"
+        };
         return Err(Error::WriteNotSupported {
             operation: format!("ALTER TABLE ... {refused}"),
-            table: table.identifier().full_name(),
-            reason: "the store keeps the table's newest rows by column name and cannot follow \
-                     this change; ADD COLUMN works. Turn the mode off first (which tiers the \
-                     store's rows into Paimon)"
-                .to_string(),
+            table: identifier.full_name(),
+            reason: format!(
+                "the store keeps the table's newest rows by column name and cannot follow \
+                 this change; ADD COLUMN works. {what_to_do}"
+            ),
         });
     }
     Ok(())
@@ -839,7 +848,16 @@ impl Catalog for LakeStreamCatalog {
             return Err(binding_not_settable().into_paimon());
         }
         let mut changes = changes;
-        match enabled_after(&changes) {
+        let enabled_after = enabled_after(&changes);
+        // Lake-stream before or after the statement: the column guard applies.
+        let lakestream_before = match enabled_after {
+            Some(true) => None,
+            _ => self.lakestream_table(identifier).await?,
+        };
+        if enabled_after == Some(true) || lakestream_before.is_some() {
+            check_schema_changes(identifier, &changes).map_err(Error::into_paimon)?;
+        }
+        match enabled_after {
             Some(true) => {
                 // Boxed, as below: their futures are big for a caller's stack.
                 let binding = Box::pin(self.enable(identifier, &changes))
@@ -854,8 +872,7 @@ impl Catalog for LakeStreamCatalog {
             }
             Some(false) => Box::pin(self.disable(identifier)).await,
             None => {
-                if let Some(table) = self.lakestream_table(identifier).await? {
-                    check_schema_changes(&table, &changes).map_err(Error::into_paimon)?;
+                if let Some(table) = lakestream_before {
                     check_option_changes(&table, &changes, &self.store)
                         .map_err(Error::into_paimon)?;
                     let options = options_after(table.schema().options(), &changes);
