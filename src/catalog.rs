@@ -548,6 +548,37 @@ fn check_option_changes(
     )
 }
 
+/// Refuses, on a table whose mode is on, any change of an option that fixes
+/// merging, sequencing or bucketing (see [`crate::merge::change_refusal`]),
+/// naming the first such option of `changes`. Setting an option to the value
+/// it has, or removing one that is not set, changes nothing and passes.
+fn check_merge_option_changes(table: &Table, changes: &[SchemaChange]) -> Result<()> {
+    let before = table.schema().options();
+    let after = options_after(before, changes);
+    for change in changes {
+        let key = match change {
+            SchemaChange::SetOption { key, .. } | SchemaChange::RemoveOption { key } => key,
+            _ => continue,
+        };
+        let Some(reason) = crate::merge::change_refusal(key) else {
+            continue;
+        };
+        if before.get(key) == after.get(key) {
+            continue;
+        }
+        let option = match after.get(key) {
+            Some(value) => format!("'{key}'='{value}'"),
+            None => format!("'{key}' (removing it)"),
+        };
+        return Err(Error::OptionChangeRefused {
+            table: table.identifier().full_name(),
+            option,
+            reason: reason.to_string(),
+        });
+    }
+    Ok(())
+}
+
 /// With `sequence.field`, a delete that Paimon's data files still hold (no
 /// compaction has dropped it) hides every later version of its key with a
 /// smaller sequence, and no read of Paimon shows it, so the union read could
@@ -850,12 +881,17 @@ impl Catalog for LakeStreamCatalog {
         let mut changes = changes;
         let enabled_after = enabled_after(&changes);
         // Lake-stream before or after the statement: the column guard applies.
-        let lakestream_before = match enabled_after {
-            Some(true) => None,
-            _ => self.lakestream_table(identifier).await?,
-        };
+        let lakestream_before = self.lakestream_table(identifier).await?;
         if enabled_after == Some(true) || lakestream_before.is_some() {
             check_schema_changes(identifier, &changes).map_err(Error::into_paimon)?;
+        }
+        // While the mode is on, merge settings stay ones the union read
+        // reproduces, and do not change at all.
+        if let Some(table) = &lakestream_before {
+            if enabled_after.is_none() {
+                check_option_changes(table, &changes, &self.store).map_err(Error::into_paimon)?;
+            }
+            check_merge_option_changes(table, &changes).map_err(Error::into_paimon)?;
         }
         match enabled_after {
             Some(true) => {
@@ -871,22 +907,7 @@ impl Catalog for LakeStreamCatalog {
                 }
             }
             Some(false) => Box::pin(self.disable(identifier)).await,
-            None => {
-                if let Some(table) = lakestream_before {
-                    check_option_changes(&table, &changes, &self.store)
-                        .map_err(Error::into_paimon)?;
-                    let options = options_after(table.schema().options(), &changes);
-                    if sequence_fields(&options) != sequence_fields(table.schema().options()) {
-                        check_no_tombstones(
-                            "change the options of lake-stream table",
-                            &table,
-                            &options,
-                        )
-                        .await
-                        .map_err(Error::into_paimon)?;
-                    }
-                }
-            }
+            None => {}
         }
         self.inner
             .alter_table(identifier, changes, ignore_if_not_exists)
