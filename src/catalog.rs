@@ -479,8 +479,11 @@ impl LakeStreamCatalog {
 
 /// Schema changes a lake-stream table can take: the store keeps rows by
 /// column name, so adding a column is safe (old rows read it as null) and
-/// dropping, renaming or retyping one is not.
-fn check_schema_changes(table: &Table, changes: &[SchemaChange]) -> Result<()> {
+/// dropping, renaming or retyping one is not. Applies to a table that is
+/// lake-stream before or after `changes`: setting `lakestream.enabled` in the
+/// same statement, to either value, lets no other column change through.
+fn check_schema_changes(identifier: &Identifier, changes: &[SchemaChange]) -> Result<()> {
+    let mode_change = enabled_after(changes).is_some();
     for change in changes {
         let refused = match change {
             SchemaChange::SetOption { .. }
@@ -501,13 +504,19 @@ fn check_schema_changes(table: &Table, changes: &[SchemaChange]) -> Result<()> {
             }
             other => format!("{other:?}"),
         };
+        let what_to_do = if mode_change {
+            "Set 'lakestream.enabled' in a statement of its own: turn the mode off first \
+             (which tiers the store's rows into Paimon), change the columns, then turn it on"
+        } else {
+            "Turn the mode off first (which tiers the store's rows into Paimon)"
+        };
         return Err(Error::WriteNotSupported {
             operation: format!("ALTER TABLE ... {refused}"),
-            table: table.identifier().full_name(),
-            reason: "the store keeps the table's newest rows by column name and cannot follow \
-                     this change; ADD COLUMN works. Turn the mode off first (which tiers the \
-                     store's rows into Paimon)"
-                .to_string(),
+            table: identifier.full_name(),
+            reason: format!(
+                "the store keeps the table's newest rows by column name and cannot follow \
+                 this change; ADD COLUMN works. {what_to_do}"
+            ),
         });
     }
     Ok(())
@@ -537,6 +546,37 @@ fn check_option_changes(
         schema.primary_keys(),
         store,
     )
+}
+
+/// Refuses, on a table whose mode is on, any change of an option that fixes
+/// merging, sequencing or bucketing (see [`crate::merge::change_refusal`]),
+/// naming the first such option of `changes`. Setting an option to the value
+/// it has, or removing one that is not set, changes nothing and passes.
+fn check_merge_option_changes(table: &Table, changes: &[SchemaChange]) -> Result<()> {
+    let before = table.schema().options();
+    let after = options_after(before, changes);
+    for change in changes {
+        let key = match change {
+            SchemaChange::SetOption { key, .. } | SchemaChange::RemoveOption { key } => key,
+            _ => continue,
+        };
+        let Some(reason) = crate::merge::change_refusal(key) else {
+            continue;
+        };
+        if before.get(key) == after.get(key) {
+            continue;
+        }
+        let option = match after.get(key) {
+            Some(value) => format!("'{key}'='{value}'"),
+            None => format!("'{key}' (removing it)"),
+        };
+        return Err(Error::OptionChangeRefused {
+            table: table.identifier().full_name(),
+            option,
+            reason: reason.to_string(),
+        });
+    }
+    Ok(())
 }
 
 /// With `sequence.field`, a delete that Paimon's data files still hold (no
@@ -839,7 +879,21 @@ impl Catalog for LakeStreamCatalog {
             return Err(binding_not_settable().into_paimon());
         }
         let mut changes = changes;
-        match enabled_after(&changes) {
+        let enabled_after = enabled_after(&changes);
+        // Lake-stream before or after the statement: the column guard applies.
+        let lakestream_before = self.lakestream_table(identifier).await?;
+        if enabled_after == Some(true) || lakestream_before.is_some() {
+            check_schema_changes(identifier, &changes).map_err(Error::into_paimon)?;
+        }
+        // While the mode is on, merge settings stay ones the union read
+        // reproduces, and do not change at all.
+        if let Some(table) = &lakestream_before {
+            if enabled_after.is_none() {
+                check_option_changes(table, &changes, &self.store).map_err(Error::into_paimon)?;
+            }
+            check_merge_option_changes(table, &changes).map_err(Error::into_paimon)?;
+        }
+        match enabled_after {
             Some(true) => {
                 // Boxed, as below: their futures are big for a caller's stack.
                 let binding = Box::pin(self.enable(identifier, &changes))
@@ -853,23 +907,7 @@ impl Catalog for LakeStreamCatalog {
                 }
             }
             Some(false) => Box::pin(self.disable(identifier)).await,
-            None => {
-                if let Some(table) = self.lakestream_table(identifier).await? {
-                    check_schema_changes(&table, &changes).map_err(Error::into_paimon)?;
-                    check_option_changes(&table, &changes, &self.store)
-                        .map_err(Error::into_paimon)?;
-                    let options = options_after(table.schema().options(), &changes);
-                    if sequence_fields(&options) != sequence_fields(table.schema().options()) {
-                        check_no_tombstones(
-                            "change the options of lake-stream table",
-                            &table,
-                            &options,
-                        )
-                        .await
-                        .map_err(Error::into_paimon)?;
-                    }
-                }
-            }
+            None => {}
         }
         self.inner
             .alter_table(identifier, changes, ignore_if_not_exists)

@@ -89,6 +89,24 @@ pub enum Error {
         reason: String,
     },
 
+    /// An option that fixes what a merge means, how rows are bucketed or
+    /// how versions are ordered, changed while the mode is on: the store's
+    /// rows and Paimon's files were written under the old value.
+    #[error(
+        "cannot change {option} of lake-stream table '{table}' while 'lakestream.enabled' is \
+         true: {reason}. Turn the mode off in a statement of its own (ALTER TABLE ... SET \
+         TBLPROPERTIES ('lakestream.enabled'='false'), which tiers the store's rows into \
+         Paimon), change the option, then turn the mode on"
+    )]
+    OptionChangeRefused {
+        /// The table's full name.
+        table: String,
+        /// The option, as `'key'='value'`, or `'key'` (removed).
+        option: String,
+        /// Why.
+        reason: String,
+    },
+
     /// `t$rt` of a table that does not exist.
     #[error("table '{name}' not found: table '{table}' does not exist")]
     RealtimeOfMissingTable {

@@ -238,6 +238,50 @@ impl MergeSpec {
     }
 }
 
+/// Why changing the table option `key` on a table whose mode is on is
+/// refused, if it is: the option fixes what a merge means (engine, deletes,
+/// per-field functions), how versions are ordered (`sequence.*`), or how rows
+/// are bucketed. Rows the store already holds were written, and Paimon's files
+/// merged and bucketed, under the old value, so neither `t$rt` nor tiering
+/// could follow a new one. The union read follows none of these changes.
+pub(crate) fn change_refusal(key: &str) -> Option<&'static str> {
+    let merge_prefixes = [
+        "partial-update.",
+        "aggregation.",
+        "first-row.",
+        "deduplicate.",
+        FIELDS_PREFIX,
+    ];
+    if key == MERGE_ENGINE
+        || IGNORE_DELETE_KEYS.contains(&key)
+        || merge_prefixes.iter().any(|prefix| key.starts_with(prefix))
+        || key == "rowkind.field"
+        || key == "deletion-vectors.enabled"
+    {
+        Some(
+            "it changes what merging the versions of a key means, and the versions the store \
+             holds and the ones Paimon has already merged were written under the old value",
+        )
+    } else if key.starts_with("sequence.") {
+        Some(
+            "it changes which version of a key wins, and the versions the store holds and the \
+             ones Paimon has already merged were ordered under the old value",
+        )
+    } else if key == "bucket"
+        || key == "bucket-key"
+        || key.starts_with("dynamic-bucket.")
+        || key == "primary-key"
+        || key == "partition"
+    {
+        Some(
+            "it changes the bucket (or partition) of each row, and Paimon's files were written \
+             under the old value: tiering the store's rows would conflict with them",
+        )
+    } else {
+        None
+    }
+}
+
 fn engine(options: &HashMap<String, String>) -> Result<Engine, Unsupported> {
     let Some(value) = options.get(MERGE_ENGINE) else {
         return Ok(Engine::Deduplicate);
@@ -540,6 +584,41 @@ fn aggregate(function: &str, data_type: &DataType, delimiter: String) -> Result<
 mod tests {
     use super::*;
     use paimon::spec::{BigIntType, BooleanType, DoubleType, IntType};
+
+    #[test]
+    fn options_that_fix_merging_sequencing_or_bucketing_cannot_change() {
+        for key in [
+            "merge-engine",
+            "ignore-delete",
+            "first-row.ignore-delete",
+            "partial-update.remove-record-on-delete",
+            "aggregation.remove-record-on-delete",
+            "fields.v.aggregate-function",
+            "fields.default-aggregate-function",
+            "fields.v.sequence-group",
+            "sequence.field",
+            "sequence.field.sort-order",
+            "rowkind.field",
+            "deletion-vectors.enabled",
+            "bucket",
+            "bucket-key",
+            "dynamic-bucket.target-row-num",
+            "primary-key",
+            "partition",
+        ] {
+            assert!(change_refusal(key).is_some(), "{key}");
+        }
+        for key in [
+            "snapshot.num-retained.min",
+            "file.format",
+            "changelog-producer",
+            "lakestream.enabled",
+            "comment",
+            "buckets",
+        ] {
+            assert!(change_refusal(key).is_none(), "{key}");
+        }
+    }
 
     fn fields() -> Vec<DataField> {
         vec![

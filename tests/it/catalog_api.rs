@@ -153,3 +153,61 @@ async fn forwards_every_method_filesystem() {
 async fn forwards_every_method_rest() {
     forwards_everything(CatalogKind::Rest).await;
 }
+
+/// Removing an option that fixes merging or bucketing (no SQL statement
+/// does, the API does) is refused while the mode is on, like setting it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn merge_options_cannot_be_removed_while_the_mode_is_on() {
+    let warehouse = TestWarehouse::new(CatalogKind::Filesystem).await;
+    let catalog = decorated(&warehouse).await;
+    catalog
+        .create_database("db", true, HashMap::new())
+        .await
+        .unwrap();
+    let t = Identifier::new("db", "t");
+    let creation = Schema::builder()
+        .column("id", DataType::Int(IntType::with_nullable(false)))
+        .column("v", DataType::Int(IntType::new()))
+        .primary_key(["id"])
+        .option("bucket", "1")
+        .option("merge-engine", "partial-update")
+        .option("lakestream.enabled", "true")
+        .build()
+        .expect("schema");
+    catalog.create_table(&t, creation, false).await.unwrap();
+    let remove = |key: &str| {
+        vec![SchemaChange::RemoveOption {
+            key: key.to_string(),
+        }]
+    };
+    for key in ["merge-engine", "bucket"] {
+        let err = catalog
+            .alter_table(&t, remove(key), false)
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains(&format!(
+                "cannot change '{key}' (removing it) of lake-stream table 'db.t'"
+            )),
+            "{err}"
+        );
+    }
+    // Removing one that is not set changes nothing.
+    catalog
+        .alter_table(&t, remove("sequence.field"), false)
+        .await
+        .unwrap();
+    let options = catalog
+        .get_table(&t)
+        .await
+        .unwrap()
+        .schema()
+        .options()
+        .clone();
+    assert_eq!(
+        options.get("merge-engine").map(String::as_str),
+        Some("partial-update")
+    );
+    assert_eq!(options.get("bucket").map(String::as_str), Some("1"));
+}

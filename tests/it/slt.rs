@@ -353,3 +353,15 @@ async fn subqueries() {
 async fn partitions() {
     run_file("partitions.slt", CatalogKind::Filesystem, memory()).await;
 }
+
+/// On the local store: the memory test store does not widen the rows it
+/// holds to columns added later.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn options_guard() {
+    run_file(
+        "options_guard.slt",
+        CatalogKind::Filesystem,
+        Some(Arc::new(crate::local_store::LocalHarness)),
+    )
+    .await;
+}
