@@ -366,6 +366,32 @@ impl LakeStreamCatalog {
             .await
             .map_err(Error::into_paimon)
     }
+
+    /// `DROP DATABASE ... CASCADE`: first drops every table of `database`
+    /// that has a store side, as `DROP TABLE` does, so the store's rows go
+    /// too. Every table is checked before any is dropped: one this catalog
+    /// cannot drop with its store's side refuses the whole statement.
+    async fn drop_tables_of(&self, database: &str) -> Result<()> {
+        let names = match self.inner.list_tables(database).await {
+            Ok(names) => names,
+            // The wrapped catalog reports a missing database its own way.
+            Err(paimon::Error::DatabaseNotExist { .. }) => return Ok(()),
+            Err(e) => return Err(e.into()),
+        };
+        let operation = format!("DROP DATABASE '{database}' CASCADE");
+        let mut planned = Vec::new();
+        for name in names {
+            let identifier = Identifier::new(database, name);
+            if let DropPlan::WithStore(store) = self.drop_plan(&identifier, &operation).await? {
+                planned.push((identifier, store));
+            }
+        }
+        for (identifier, store) in planned {
+            self.drop_as_planned(&identifier, true, DropPlan::WithStore(store))
+                .await?;
+        }
+        Ok(())
+    }
 }
 
 /// The error for a `lakestream.store-binding` a statement sets.
@@ -834,6 +860,11 @@ impl Catalog for LakeStreamCatalog {
         ignore_if_not_exists: bool,
         cascade: bool,
     ) -> paimon::Result<()> {
+        if cascade {
+            Box::pin(self.drop_tables_of(name))
+                .await
+                .map_err(Error::into_paimon)?;
+        }
         self.inner
             .drop_database(name, ignore_if_not_exists, cascade)
             .await

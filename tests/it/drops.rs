@@ -112,3 +112,72 @@ async fn drop_table_after_the_mode_was_turned_off_takes_the_stranded_rows() {
         Vec::<PathBuf>::new()
     );
 }
+
+/// `DROP DATABASE ... CASCADE` through the store's catalog removes the
+/// store's side of every table; a table created again starts empty, and
+/// tiering commits only its own rows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn drop_database_cascade_takes_the_store_side() {
+    let warehouse = TestWarehouse::new(CatalogKind::Filesystem).await;
+    let a = with_store(&warehouse).await;
+    run(&a, "CREATE SCHEMA d").await;
+    run(
+        &a,
+        "CREATE TABLE d.x (id INT) WITH ('lakestream.enabled' = 'true')",
+    )
+    .await;
+    run(
+        &a,
+        "CREATE TABLE d.y (id INT) WITH ('lakestream.enabled' = 'true')",
+    )
+    .await;
+    run(&a, "CREATE TABLE d.p (id INT)").await;
+    run(&a, "INSERT INTO d.x VALUES (1), (2)").await;
+    run(&a, "INSERT INTO d.y VALUES (3)").await;
+    run(&a, "DROP SCHEMA d CASCADE").await;
+    assert_eq!(
+        store_files(&store_dir(&warehouse, "d")),
+        Vec::<PathBuf>::new()
+    );
+    run(&a, "CREATE SCHEMA d").await;
+    run(
+        &a,
+        "CREATE TABLE d.x (id INT) WITH ('lakestream.enabled' = 'true')",
+    )
+    .await;
+    assert_eq!(
+        sorted_ids(&a, "SELECT id FROM d.x$rt").await,
+        Vec::<i64>::new()
+    );
+    run(&a, "INSERT INTO d.x VALUES (10)").await;
+    run(&a, "CALL sys.lakestream_tier('d.x')").await;
+    assert_eq!(sorted_ids(&a, "SELECT id FROM d.x").await, vec![10]);
+}
+
+/// `DROP DATABASE ... CASCADE` through a catalog without the store is
+/// refused before anything is dropped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn drop_database_cascade_without_the_store_is_refused() {
+    let warehouse = TestWarehouse::new(CatalogKind::Filesystem).await;
+    let a = with_store(&warehouse).await;
+    run(&a, "CREATE SCHEMA d").await;
+    run(&a, "CREATE TABLE d.p (id INT)").await;
+    run(
+        &a,
+        "CREATE TABLE d.x (id INT) WITH ('lakestream.enabled' = 'true')",
+    )
+    .await;
+    run(&a, "INSERT INTO d.p VALUES (7)").await;
+    run(&a, "INSERT INTO d.x VALUES (1)").await;
+    let plain = warehouse.context_with(&[]).await;
+    let e = try_run(&plain, "DROP SCHEMA d CASCADE").await.unwrap_err();
+    assert!(e.contains("DROP DATABASE 'd' CASCADE is refused"), "{e}");
+    assert!(e.contains("'d.x'"), "{e}");
+    assert_eq!(sorted_ids(&a, "SELECT id FROM d.p").await, vec![7]);
+    assert_eq!(sorted_ids(&a, "SELECT id FROM d.x$rt").await, vec![1]);
+    run(&a, "DROP SCHEMA d CASCADE").await;
+    assert_eq!(
+        store_files(&store_dir(&warehouse, "d")),
+        Vec::<PathBuf>::new()
+    );
+}
