@@ -267,6 +267,133 @@ impl LakeStreamCatalog {
     }
 }
 
+/// How a `DROP` removes one table.
+enum DropPlan {
+    /// Only the catalog's table: the store holds nothing this catalog can
+    /// tell of (a plain table, or one whose mode is off and that this
+    /// catalog's store never served).
+    Catalog,
+    /// The catalog's table and the store's side, through this store.
+    WithStore(Arc<LazyStore>),
+}
+
+impl LakeStreamCatalog {
+    /// How `identifier` is dropped, or why it cannot be. A table whose mode
+    /// is on is dropped only through the store serving it, with its rows
+    /// there: a catalog that names no store, or another store, refuses, so
+    /// no drop ever leaves rows a table created later under the name could
+    /// show. A table whose mode is off but that records this catalog's
+    /// store drops the store's side too (rows left there when the mode was
+    /// turned off without tiering).
+    async fn drop_plan(&self, identifier: &Identifier, operation: &str) -> Result<DropPlan> {
+        let parsed = identifier.parsed_object_name()?;
+        if parsed.branch().is_some() || parsed.system_table().is_some() {
+            // Never a lake-stream table of its own.
+            return Ok(DropPlan::Catalog);
+        }
+        let table = match self.inner.get_table(identifier).await {
+            Ok(table) => table,
+            // The wrapped catalog reports a missing table its own way.
+            Err(paimon::Error::TableNotExist { .. }) => return Ok(DropPlan::Catalog),
+            Err(e) => return Err(e.into()),
+        };
+        let table_options = table.schema().options();
+        let enabled = options::is_enabled(table_options);
+        let recorded = table_options.get(options::STORE_BINDING);
+        if !enabled && recorded.is_none() {
+            return Ok(DropPlan::Catalog);
+        }
+        let refuse = |reason: String| Error::DropUnreachable {
+            operation: operation.to_string(),
+            table: identifier.full_name(),
+            recorded: match recorded {
+                Some(binding) => format!(
+                    "store '{binding}' (table option '{}')",
+                    options::STORE_BINDING
+                ),
+                None => {
+                    "the store that turned its mode on (no store binding is recorded)".to_string()
+                }
+            },
+            reason,
+        };
+        let Ok(store) = self.store.require("dropping", identifier) else {
+            if !enabled {
+                return Ok(DropPlan::Catalog);
+            }
+            return Err(refuse(format!("catalog '{}' names no store", self.name)));
+        };
+        let ours = match recorded {
+            Some(recorded) => store.is_bound_as(recorded)?,
+            None => true,
+        };
+        match (ours, enabled) {
+            (true, _) => Ok(DropPlan::WithStore(Arc::clone(store))),
+            (false, false) => Ok(DropPlan::Catalog),
+            (false, true) => Err(refuse(format!(
+                "this catalog's store is '{}'",
+                store.binding()?
+            ))),
+        }
+    }
+
+    /// Drops `identifier` as `plan` says.
+    async fn drop_as_planned(
+        &self,
+        identifier: &Identifier,
+        ignore_if_not_exists: bool,
+        plan: DropPlan,
+    ) -> paimon::Result<()> {
+        let DropPlan::WithStore(store) = plan else {
+            return self
+                .inner
+                .drop_table(identifier, ignore_if_not_exists)
+                .await;
+        };
+        // The store's rows go with the table: a table created later under
+        // the same name must not find them. The store decides the order.
+        let inner = &self.inner;
+        store
+            .call("drop the table", |s| async move {
+                let drop_in_catalog = Box::pin(async move {
+                    inner
+                        .drop_table(identifier, ignore_if_not_exists)
+                        .await
+                        .map_err(Error::from)
+                });
+                s.drop_with_catalog(identifier, drop_in_catalog).await
+            })
+            .await
+            .map_err(Error::into_paimon)
+    }
+
+    /// `DROP DATABASE ... CASCADE`: first drops every table of `database`
+    /// that has a store side, as `DROP TABLE` does, so the store's rows go
+    /// too. Every table is checked before any is dropped: one this catalog
+    /// cannot drop with its store's side refuses the whole statement.
+    async fn drop_tables_of(&self, database: &str) -> Result<()> {
+        let names = match self.inner.list_tables(database).await {
+            Ok(names) => names,
+            // The wrapped catalog reports a missing database its own way.
+            Err(paimon::Error::DatabaseNotExist { .. }) => return Ok(()),
+            Err(e) => return Err(e.into()),
+        };
+        let operation = format!("DROP DATABASE '{database}' CASCADE");
+        let mut planned = Vec::new();
+        for name in names {
+            let identifier = Identifier::new(database, name);
+            if let DropPlan::WithStore(store) = self.drop_plan(&identifier, &operation).await? {
+                planned.push((identifier, store));
+            }
+        }
+        for (identifier, store) in planned {
+            self.drop_as_planned(&identifier, true, DropPlan::WithStore(store))
+                .await?;
+        }
+        Ok(())
+    }
+}
+
 /// The error for a `lakestream.store-binding` a statement sets.
 fn binding_not_settable() -> Error {
     Error::InvalidOption {
@@ -773,6 +900,11 @@ impl Catalog for LakeStreamCatalog {
         ignore_if_not_exists: bool,
         cascade: bool,
     ) -> paimon::Result<()> {
+        if cascade {
+            Box::pin(self.drop_tables_of(name))
+                .await
+                .map_err(Error::into_paimon)?;
+        }
         self.inner
             .drop_database(name, ignore_if_not_exists, cascade)
             .await
@@ -818,33 +950,12 @@ impl Catalog for LakeStreamCatalog {
         identifier: &Identifier,
         ignore_if_not_exists: bool,
     ) -> paimon::Result<()> {
-        let store = self.store.require("dropping", identifier).ok();
-        let table = self.lakestream_table(identifier).await?;
-        // A table bound to another store is not this store's to drop: its
-        // files there are never served again once the table is gone.
-        let ours = match (store, &table) {
-            (Some(store), Some(table)) => store.check_binding("dropping", table).is_ok(),
-            _ => false,
-        };
-        if let (Some(store), true) = (store, ours) {
-            // The store's rows go with the table: a table created later under
-            // the same name must not find them. The store decides the order.
-            let inner = &self.inner;
-            return store
-                .call("drop the table", |s| async move {
-                    let drop_in_catalog = Box::pin(async move {
-                        inner
-                            .drop_table(identifier, ignore_if_not_exists)
-                            .await
-                            .map_err(Error::from)
-                    });
-                    s.drop_with_catalog(identifier, drop_in_catalog).await
-                })
-                .await
-                .map_err(Error::into_paimon);
-        }
-        self.inner
-            .drop_table(identifier, ignore_if_not_exists)
+        let operation = format!("DROP TABLE '{}'", identifier.full_name());
+        let plan = self
+            .drop_plan(identifier, &operation)
+            .await
+            .map_err(Error::into_paimon)?;
+        self.drop_as_planned(identifier, ignore_if_not_exists, plan)
             .await
     }
 

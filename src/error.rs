@@ -302,6 +302,27 @@ pub enum Error {
         dir: String,
     },
 
+    /// A drop of a lake-stream table through a catalog that cannot reach the
+    /// store serving it: the store's rows would stay behind the drop.
+    #[error(
+        "{operation} is refused: lake-stream table '{table}' is served by {recorded}, \
+         and {reason}. Dropping the table here would leave its rows in that store. Drop it \
+         through a catalog with that store ('lakestream.store' and its options, such as \
+         'local.path'; in lakestream-cli, --store and --option), which removes the store's \
+         side too. If that store is gone for good, turn the mode off first \
+         ('lakestream.enabled'='false'), then drop the table"
+    )]
+    DropUnreachable {
+        /// The statement (`DROP TABLE 'db.t'`, `DROP DATABASE 'db' CASCADE`).
+        operation: String,
+        /// The table's full name.
+        table: String,
+        /// The store, as the table's recorded binding names it.
+        recorded: String,
+        /// Why this catalog cannot reach it.
+        reason: String,
+    },
+
     /// A lake-stream table recorded with another store than the catalog's.
     #[error(
         "{operation} '{table}' is refused: the table is bound to store '{recorded}' (table \

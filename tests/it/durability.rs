@@ -136,7 +136,8 @@ async fn a_table_dropped_and_created_elsewhere_never_shows_its_old_rows() {
 }
 
 /// Case 2, variant: the table is dropped by a catalog that names no store
-/// (so the store's files stay) and created again; the old rows never come
+/// (refused while the mode is on, so the mode is turned off there first,
+/// and the store's files stay) and created again; the old rows never come
 /// back, and turning the mode on attaches a fresh store table.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_table_dropped_where_the_store_could_not_see_it() {
@@ -149,6 +150,13 @@ async fn a_table_dropped_where_the_store_could_not_see_it() {
     .await;
     run(&a, "INSERT INTO t VALUES (1), (2), (3)").await;
     let plain = setup.warehouse.context_with(&[]).await;
+    let e = try_run(&plain, "DROP TABLE t").await.unwrap_err();
+    assert!(e.contains("names no store"), "{e}");
+    run(
+        &plain,
+        "ALTER TABLE t SET TBLPROPERTIES ('lakestream.enabled' = 'false')",
+    )
+    .await;
     run(&plain, "DROP TABLE t").await;
     // Another millisecond, so the new table is told apart by its creation time.
     tokio::time::sleep(std::time::Duration::from_millis(5)).await;

@@ -3,6 +3,7 @@ mod catalog_api;
 mod cli;
 mod crash;
 mod docs;
+mod drops;
 mod durability;
 mod embed;
 mod faults;

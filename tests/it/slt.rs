@@ -327,6 +327,16 @@ async fn lifecycle() {
     run_file("lifecycle.slt", CatalogKind::Filesystem, memory()).await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn drops_filesystem() {
+    run_file("drops.slt", CatalogKind::Filesystem, memory()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn drops_rest() {
+    run_file("drops.slt", CatalogKind::Rest, memory()).await;
+}
+
 /// The store conformance suite: every store runs these files.
 pub async fn conformance(harness: Arc<dyn StoreHarness>) {
     for file in [
