@@ -165,44 +165,62 @@ impl CatalogStoreOptions {
 /// Parses a duration: a whole number followed by `ms`, `s`, `min` or `h`
 /// (spaces allowed in between); a bare number is milliseconds.
 pub fn parse_duration(text: &str) -> std::result::Result<Duration, String> {
+    let millis = parse_quantity(
+        text,
+        &[
+            ("", 1),
+            ("ms", 1),
+            ("s", 1_000),
+            ("sec", 1_000),
+            ("min", 60_000),
+            ("h", 3_600_000),
+        ],
+    )
+    .ok_or_else(|| {
+        format!("'{text}' is not a duration; write e.g. '500ms', '30s', '2min' or '1h'")
+    })?;
+    Ok(Duration::from_millis(millis))
+}
+
+/// A whole number followed by one of `units` (case-insensitive, spaces
+/// allowed in between), times that unit's factor; `None` on anything else,
+/// overflow included.
+fn parse_quantity(text: &str, units: &[(&str, u64)]) -> Option<u64> {
     let trimmed = text.trim();
     let split = trimmed
         .find(|c: char| !c.is_ascii_digit())
         .unwrap_or(trimmed.len());
     let (number, unit) = trimmed.split_at(split);
-    let invalid =
-        || format!("'{text}' is not a duration; write e.g. '500ms', '30s', '2min' or '1h'");
-    let value: u64 = number.parse().map_err(|_| invalid())?;
-    let millis_per_unit: u64 = match unit.trim().to_ascii_lowercase().as_str() {
-        "" | "ms" => 1,
-        "s" | "sec" => 1_000,
-        "min" => 60_000,
-        "h" => 3_600_000,
-        _ => return Err(invalid()),
-    };
-    let millis = value.checked_mul(millis_per_unit).ok_or_else(invalid)?;
-    Ok(Duration::from_millis(millis))
+    let value: u64 = number.parse().ok()?;
+    let unit = unit.trim().to_ascii_lowercase();
+    let (_, factor) = units.iter().find(|(name, _)| *name == unit)?;
+    value.checked_mul(*factor)
 }
 
 /// Parses a size in bytes: a whole number followed by nothing or `b`
 /// (bytes), `kb`, `mb` or `gb` (powers of 1024, as Paimon's sizes; `kib`,
 /// `mib` and `gib` too), spaces allowed in between.
 pub fn parse_size(text: &str) -> std::result::Result<u64, String> {
-    let trimmed = text.trim();
-    let split = trimmed
-        .find(|c: char| !c.is_ascii_digit())
-        .unwrap_or(trimmed.len());
-    let (number, unit) = trimmed.split_at(split);
-    let invalid = || format!("'{text}' is not a size; write e.g. '32mb', '512kb' or '1048576'");
-    let value: u64 = number.parse().map_err(|_| invalid())?;
-    let unit_bytes: u64 = match unit.trim().to_ascii_lowercase().as_str() {
-        "" | "b" => 1,
-        "k" | "kb" | "kib" => 1 << 10,
-        "m" | "mb" | "mib" => 1 << 20,
-        "g" | "gb" | "gib" => 1 << 30,
-        _ => return Err(invalid()),
-    };
-    value.checked_mul(unit_bytes).ok_or_else(invalid)
+    const KB: u64 = 1 << 10;
+    const MB: u64 = 1 << 20;
+    const GB: u64 = 1 << 30;
+    parse_quantity(
+        text,
+        &[
+            ("", 1),
+            ("b", 1),
+            ("k", KB),
+            ("kb", KB),
+            ("kib", KB),
+            ("m", MB),
+            ("mb", MB),
+            ("mib", MB),
+            ("g", GB),
+            ("gb", GB),
+            ("gib", GB),
+        ],
+    )
+    .ok_or_else(|| format!("'{text}' is not a size; write e.g. '32mb', '512kb' or '1048576'"))
 }
 
 /// A store identifier is a plain word: letters, digits, `_` and `-`.
