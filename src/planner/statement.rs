@@ -100,12 +100,7 @@ impl StatementFilter<'_> {
                 let TableObject::TableName(name) = &insert.table else {
                     return Ok(Checked::route(Route::SqlContext));
                 };
-                if let RelationName::Realtime { table } = name::parse(&object_part(name))? {
-                    return Err(Error::RealtimeReadOnly {
-                        name: name.to_string(),
-                        table: table.to_string(),
-                    });
-                }
+                refuse_realtime_target(name)?;
                 let partitioned = insert.partitioned.as_ref().is_some_and(|p| !p.is_empty());
                 if insert.overwrite && partitioned {
                     if let Some(identifier) = self.lakestream_target(name).await? {
@@ -236,6 +231,7 @@ impl StatementFilter<'_> {
         let Some(name) = target else {
             return Ok(Checked::route(Route::SqlContext));
         };
+        refuse_realtime_target(name)?;
         let targets = self.lakestream_targets(name).await?;
         let route = match targets {
             LakeStreamTargets {
@@ -469,6 +465,17 @@ fn check_set(variable: &str, value: Option<String>) -> Result<Checked> {
         options::reject_session_key(&key, "SET")?;
     }
     Ok(Checked::route(Route::SqlContext))
+}
+
+/// Writes name `t`, never `t$rt`: every write statement says so the same way.
+fn refuse_realtime_target(name: &ObjectName) -> Result<()> {
+    if let RelationName::Realtime { table } = name::parse(&object_part(name))? {
+        return Err(Error::RealtimeReadOnly {
+            name: name.to_string(),
+            table: table.to_string(),
+        });
+    }
+    Ok(())
 }
 
 /// `CALL sys.lakestream_tier('db.t')` as the query of its table function.
