@@ -56,10 +56,9 @@ impl TableFunctionImpl for TierFunction {
         else {
             return Err(usage());
         };
-        let (catalog, identifier) = resolve(&self.state, &args, TIER_FUNCTION, name)?;
+        let target = resolve(&self.state, &args, TIER_FUNCTION, name)?;
         Ok(Arc::new(TierTable {
-            catalog,
-            identifier,
+            target,
             schema: report_schema(),
         }))
     }
@@ -97,10 +96,9 @@ impl TableFunctionImpl for SetAsideFunction {
             _ => None,
         }
         .ok_or_else(usage)?;
-        let (catalog, identifier) = resolve(&self.state, &args, SET_ASIDE_FUNCTION, name)?;
+        let target = resolve(&self.state, &args, SET_ASIDE_FUNCTION, name)?;
         Ok(Arc::new(SetAsideTable {
-            catalog,
-            identifier,
+            target,
             position,
             schema: Arc::new(Schema::new(vec![Field::new(
                 "result",
@@ -114,8 +112,7 @@ impl TableFunctionImpl for SetAsideFunction {
 /// Setting a segment aside as a table: planning a scan of it does it.
 #[derive(Debug)]
 struct SetAsideTable {
-    catalog: Arc<crate::catalog::LakeStreamCatalog>,
-    identifier: paimon::catalog::Identifier,
+    target: Target,
     position: u64,
     schema: SchemaRef,
 }
@@ -137,15 +134,12 @@ impl TableProvider for SetAsideTable {
         _filters: &[Expr],
         _limit: Option<usize>,
     ) -> DFResult<Arc<dyn ExecutionPlan>> {
-        let table = self
-            .catalog
-            .get_table(&self.identifier)
-            .await
-            .map_err(Error::from)?;
-        let store = self
-            .catalog
+        let identifier = self.target.identifier().await;
+        let catalog = &self.target.catalog;
+        let table = catalog.get_table(&identifier).await.map_err(Error::from)?;
+        let store = catalog
             .binding()
-            .require("setting a segment aside", &self.identifier)?;
+            .require("setting a segment aside", &identifier)?;
         store.get().await?;
         store.check_binding("setting a segment aside of", &table)?;
         let position = self.position;
@@ -168,31 +162,67 @@ fn resolve(
     args: &TableFunctionArgs,
     function: &str,
     name: &str,
-) -> DFResult<(
-    Arc<crate::catalog::LakeStreamCatalog>,
-    paimon::catalog::Identifier,
-)> {
+) -> DFResult<Target> {
+    let config = args.session().config_options();
+    let lookup = |parts: &[String]| -> DFResult<_> {
+        let reference = match parts {
+            [catalog, schema, table] => {
+                TableReference::full(catalog.as_str(), schema.as_str(), table.as_str())
+            }
+            [schema, table] => TableReference::partial(schema.as_str(), table.as_str()),
+            [table] => TableReference::bare(table.as_str()),
+            _ => {
+                return Err(DataFusionError::Plan(format!(
+                    "{function}: '{name}' is not a table name"
+                )))
+            }
+        };
+        Ok(state.resolve(&reference, config))
+    };
     // The name is parsed as SQL parses names: quoted parts keep their case
     // and dots, unquoted ones are lower-cased.
     let parts = crate::name::parse_table_name(name).map_err(Error::from)?;
-    let reference = match parts.as_slice() {
-        [catalog, schema, table] => {
-            TableReference::full(catalog.as_str(), schema.as_str(), table.as_str())
-        }
-        [schema, table] => TableReference::partial(schema.as_str(), table.as_str()),
-        [table] => TableReference::bare(table.as_str()),
-        _ => {
-            return Err(DataFusionError::Plan(format!(
-                "{function}: '{name}' is not a table name"
-            )))
-        }
-    };
-    let config = args.session().config_options();
-    state.resolve(&reference, config).ok_or_else(|| {
+    let (catalog, identifier) = lookup(&parts)?.ok_or_else(|| {
         DataFusionError::Plan(format!(
             "{function}: '{name}' is not a table of a lake-stream catalog"
         ))
+    })?;
+    // SQLContext keeps an unquoted name's case (`CREATE TABLE Ev` makes
+    // `Ev`): that spelling is the second choice.
+    let kept = crate::name::parse_table_name_keeping_case(name).map_err(Error::from)?;
+    let as_written = match lookup(&kept)? {
+        Some((other, written)) if kept != parts && Arc::ptr_eq(&other, &catalog) => Some(written),
+        _ => None,
+    };
+    Ok(Target {
+        catalog,
+        identifier,
+        as_written,
     })
+}
+
+/// The lake-stream table a procedure names: the name as SQL reads it, or,
+/// when no table has that name, as it was written.
+#[derive(Debug)]
+struct Target {
+    catalog: Arc<crate::catalog::LakeStreamCatalog>,
+    identifier: paimon::catalog::Identifier,
+    as_written: Option<paimon::catalog::Identifier>,
+}
+
+impl Target {
+    async fn identifier(&self) -> paimon::catalog::Identifier {
+        if let Some(written) = &self.as_written {
+            let missing = matches!(
+                self.catalog.get_table(&self.identifier).await,
+                Err(paimon::Error::TableNotExist { .. })
+            );
+            if missing && self.catalog.get_table(written).await.is_ok() {
+                return written.clone();
+            }
+        }
+        self.identifier.clone()
+    }
 }
 
 /// A procedure's answer: one row, as a plan.
@@ -221,8 +251,7 @@ fn report_schema() -> SchemaRef {
 /// Tiering as a table: planning a scan of it runs the tiering.
 #[derive(Debug)]
 struct TierTable {
-    catalog: Arc<crate::catalog::LakeStreamCatalog>,
-    identifier: paimon::catalog::Identifier,
+    target: Target,
     schema: SchemaRef,
 }
 
@@ -243,11 +272,16 @@ impl TableProvider for TierTable {
         _filters: &[Expr],
         _limit: Option<usize>,
     ) -> DFResult<Arc<dyn ExecutionPlan>> {
-        let report = self.catalog.tier(&self.identifier, WhenOff::Refuse).await?;
+        let identifier = self.target.identifier().await;
+        let report = self
+            .target
+            .catalog
+            .tier(&identifier, WhenOff::Refuse)
+            .await?;
         one_row(
             &self.schema,
             vec![
-                Arc::new(StringArray::from(vec![self.identifier.full_name()])),
+                Arc::new(StringArray::from(vec![identifier.full_name()])),
                 Arc::new(UInt64Array::from(vec![report.rows])),
                 Arc::new(UInt64Array::from(vec![report.commits])),
                 Arc::new(UInt64Array::from(vec![report.position])),
