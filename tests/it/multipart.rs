@@ -17,6 +17,12 @@ use crate::support::{
     files_where, ids, run, set_aside_says, sorted_ids, try_run, CatalogKind, TestWarehouse,
 };
 
+const CREATE: &str = "CREATE TABLE t (id BIGINT, v STRING) WITH ('lakestream.enabled' = 'true')";
+
+/// 20,000 rows of about 50 bytes: several parts of [`SEGMENT_SIZE`].
+const BIG_INSERT: &str =
+    "INSERT INTO t SELECT value, repeat('x', 40) FROM generate_series(1, 20000)";
+
 /// Small enough that a few thousand rows roll into several parts.
 const SEGMENT_SIZE: (&str, &str) = ("local.segment-size", "16kb");
 
@@ -48,17 +54,9 @@ async fn a_big_insert_rolls_into_parts_that_read_and_tier_as_one_write() {
     let warehouse = TestWarehouse::new(CatalogKind::Filesystem).await;
     let store = warehouse.path().join("store");
     let a = process(&warehouse, &store).await;
-    run(
-        &a,
-        "CREATE TABLE t (id BIGINT, v STRING) WITH ('lakestream.enabled' = 'true')",
-    )
-    .await;
+    run(&a, CREATE).await;
     run(&a, "INSERT INTO t VALUES (0, 'small')").await;
-    run(
-        &a,
-        "INSERT INTO t SELECT value, repeat('x', 40) FROM generate_series(1, 20000)",
-    )
-    .await;
+    run(&a, BIG_INSERT).await;
     // generate_series gives batches of 8,192 rows, each well over 16 kB.
     let parts = files_under(&store, "parts");
     assert_eq!(parts.len(), 3, "{parts:?}");
@@ -171,13 +169,8 @@ async fn a_multi_part_write_that_fails_part_way_writes_nothing() {
             SEGMENT_SIZE,
         ])
         .await;
-    run(
-        &ctx,
-        "CREATE TABLE t (id BIGINT, v STRING) WITH ('lakestream.enabled' = 'true')",
-    )
-    .await;
+    run(&ctx, CREATE).await;
     run(&ctx, "INSERT INTO t VALUES (0, 'before')").await;
-    let insert = "INSERT INTO t SELECT value, repeat('x', 40) FROM generate_series(1, 20000)";
     for fault in [Fault::fail(), Fault::lands_then_times_out()] {
         let rule = faults.add(
             Rule::new(Op::Put, fault)
@@ -185,7 +178,7 @@ async fn a_multi_part_write_that_fails_part_way_writes_nothing() {
                 .skip(2)
                 .times(1),
         );
-        let error = try_run(&ctx, insert).await.unwrap_err();
+        let error = try_run(&ctx, BIG_INSERT).await.unwrap_err();
         assert!(error.contains("nothing was written"), "{error}");
         faults.remove(rule);
         assert_eq!(sorted_ids(&ctx, "SELECT id FROM t$rt").await, vec![0]);
@@ -196,7 +189,7 @@ async fn a_multi_part_write_that_fails_part_way_writes_nothing() {
             .path_contains("/log/")
             .times(1),
     );
-    let error = try_run(&ctx, insert).await.unwrap_err();
+    let error = try_run(&ctx, BIG_INSERT).await.unwrap_err();
     assert!(error.contains("unknown"), "{error}");
     faults.remove(rule);
     run(&ctx, "INSERT INTO t VALUES (-1, 'after')").await;
@@ -212,16 +205,8 @@ async fn a_damaged_part_is_an_error_naming_it_until_set_aside() {
     let warehouse = TestWarehouse::new(CatalogKind::Filesystem).await;
     let store = warehouse.path().join("store");
     let ctx = process(&warehouse, &store).await;
-    run(
-        &ctx,
-        "CREATE TABLE t (id BIGINT, v STRING) WITH ('lakestream.enabled' = 'true')",
-    )
-    .await;
-    run(
-        &ctx,
-        "INSERT INTO t SELECT value, repeat('x', 40) FROM generate_series(1, 20000)",
-    )
-    .await;
+    run(&ctx, CREATE).await;
+    run(&ctx, BIG_INSERT).await;
     run(&ctx, "INSERT INTO t VALUES (-1, 'after')").await;
     let parts = files_under(&store, "parts");
     let victim = &parts[1];

@@ -182,12 +182,13 @@ impl LocalOptions {
         };
         let segment_size = match options.get(SEGMENT_SIZE) {
             None => DEFAULT_SEGMENT_SIZE,
-            Some(text) => parse_size(text).ok().filter(|n| *n > 0).ok_or_else(|| {
-                invalid(
-                    SEGMENT_SIZE,
-                    format!("'{text}' is not a size; write e.g. '32mb', '512kb' or '1048576'"),
-                )
-            })?,
+            Some(text) => {
+                let size = parse_size(text).map_err(|r| invalid(SEGMENT_SIZE, r))?;
+                if size == 0 {
+                    return Err(invalid(SEGMENT_SIZE, "must be above zero".to_string()));
+                }
+                size
+            }
         };
         Ok(Self {
             path,
@@ -314,9 +315,7 @@ impl LocalStore {
             .pending_rows(table)
             .await
     }
-}
 
-impl LocalStore {
     fn begin(&self, table: &Table, kind: WriteKind) -> Result<LocalWrite> {
         if kind == WriteKind::Delete && primary_keys(table).is_empty() {
             return Err(Error::WriteNotSupported {

@@ -238,6 +238,27 @@ pub(crate) fn decode(bytes: &[u8]) -> Result<Vec<RecordBatch>, SegmentError> {
     Ok(reader.collect::<Result<Vec<_>, _>>()?)
 }
 
+/// The rows of part `part` of a multi-part write, if its bytes verify and
+/// match what the write's entry records of it; otherwise why not.
+pub(crate) fn decode_part(bytes: &[u8], part: &Part) -> Result<Vec<RecordBatch>, String> {
+    if bytes.len() as u64 != part.length {
+        return Err(format!(
+            "{} bytes where the write's entry records {}",
+            bytes.len(),
+            part.length
+        ));
+    }
+    let batches = decode(bytes).map_err(|e| e.to_string())?;
+    let rows: u64 = batches.iter().map(|b| b.num_rows() as u64).sum();
+    if rows != part.rows {
+        return Err(format!(
+            "{rows} rows where the write's entry records {}",
+            part.rows
+        ));
+    }
+    Ok(batches)
+}
+
 /// Lines a batch written under an older schema up with `schema`, by column
 /// name: a column added since is null, a widened type is cast.
 pub(crate) fn align(batch: &RecordBatch, schema: &SchemaRef) -> Result<RecordBatch, ArrowError> {

@@ -39,7 +39,7 @@ use futures::stream::BoxStream;
 use futures::{StreamExt, TryStreamExt};
 use object_store::path::Path;
 use paimon::catalog::Identifier;
-use paimon::spec::VALUE_KIND_FIELD_NAME;
+use paimon::spec::{CoreOptions, VALUE_KIND_FIELD_NAME};
 use paimon::table::Table;
 use serde::{Deserialize, Serialize};
 use tokio::sync::{oneshot, Notify};
@@ -923,48 +923,32 @@ impl TableState {
                 part.rows
             ),
         };
-        let Some(bytes) = self.root.get(&location).await? else {
-            // Trimmed under a slow read: tiering passed it long ago.
-            let passed = self
-                .marker(incarnation)
-                .await?
-                .is_some_and(|m| m.position > seq);
-            if passed {
-                return Err(Error::StreamBehind {
-                    table: self.name(),
-                    position: seq,
-                });
-            }
-            incarnation.segments.lock().await.forget(seq);
-            return Err(damaged("the part is missing".to_string()));
-        };
-        // A damaged write may be set aside by another process: read its
-        // entry again next time.
-        let forget = || async { incarnation.segments.lock().await.forget(seq) };
-        if bytes.len() as u64 != part.length {
-            forget().await;
-            return Err(damaged(format!(
-                "{} bytes where the write's entry records {}",
-                bytes.len(),
-                part.length
-            )));
-        }
-        let batches = match segment::decode(&bytes) {
-            Ok(batches) => batches,
-            Err(e) => {
-                forget().await;
-                return Err(damaged(e.to_string()));
+        let checked = match self.root.get(&location).await? {
+            Some(bytes) => segment::decode_part(&bytes, part),
+            None => {
+                // Trimmed under a slow read: tiering passed it long ago.
+                let passed = self
+                    .marker(incarnation)
+                    .await?
+                    .is_some_and(|m| m.position > seq);
+                if passed {
+                    return Err(Error::StreamBehind {
+                        table: self.name(),
+                        position: seq,
+                    });
+                }
+                Err("the part is missing".to_string())
             }
         };
-        let rows: u64 = batches.iter().map(|b| b.num_rows() as u64).sum();
-        if rows != part.rows {
-            forget().await;
-            return Err(damaged(format!(
-                "{rows} rows where the write's entry records {}",
-                part.rows
-            )));
+        match checked {
+            Ok(batches) => Ok(batches),
+            Err(reason) => {
+                // A damaged write may be set aside by another process: its
+                // entry is read again next time.
+                incarnation.segments.lock().await.forget(seq);
+                Err(damaged(reason))
+            }
         }
-        Ok(batches)
     }
 
     /// The rows of the entry `seq`, aligned with `schema`, read one part at
@@ -1339,12 +1323,7 @@ impl TableState {
         // file per bucket, written anew at each prepare: several in one
         // commit would break the bucket for later writes. Its writers are
         // prepared once, bounded by the buffer size above.
-        let fixed_buckets = table
-            .schema()
-            .options()
-            .get("bucket")
-            .and_then(|b| b.trim().parse::<i64>().ok())
-            .is_some_and(|b| b > 0);
+        let fixed_buckets = CoreOptions::new(table.schema().options()).bucket() > 0;
         let prepare_midway = !keyed || fixed_buckets;
         let builder = writing
             .new_write_builder()
