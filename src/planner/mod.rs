@@ -2,6 +2,7 @@
 //! the relation planner that serves `t$rt`, the analyzer rule that sends
 //! writes of lake-stream tables to their store, and the session settings.
 
+pub(crate) mod classify;
 pub mod config;
 pub(crate) mod relation;
 pub(crate) mod statement;

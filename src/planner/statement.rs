@@ -13,9 +13,9 @@ use std::sync::Arc;
 
 use datafusion::prelude::SessionContext;
 use datafusion::sql::sqlparser::ast::{
-    visit_relations, AlterTableOperation, FromTable, Function, FunctionArg, FunctionArgExpr,
+    visit_relations, AlterTableOperation, Expr, FromTable, Function, FunctionArg, FunctionArgExpr,
     FunctionArguments, Ident, ObjectName, ObjectNamePart, Reset, ResetStatement, Set, SqlOption,
-    Statement, TableFactor, TableObject,
+    Statement, TableFactor, TableObject, Value,
 };
 use datafusion::sql::sqlparser::dialect::GenericDialect;
 use datafusion::sql::sqlparser::keywords::Keyword;
@@ -23,6 +23,7 @@ use datafusion::sql::sqlparser::parser::Parser;
 use datafusion::sql::sqlparser::tokenizer::{Span, Token, Tokenizer, Whitespace};
 use paimon::catalog::Identifier;
 
+use super::classify::{Enforcer, Handling, Kind};
 use super::PlannerState;
 use crate::catalog::LakeStreamCatalog;
 use crate::error::{Error, Result};
@@ -91,90 +92,35 @@ impl StatementFilter<'_> {
             return Ok(Checked::route(Route::SqlContext));
         };
         check_relation_names(statement)?;
-        self.check_statement(statement).await
+        self.check_statement(statement, sql).await
     }
 
-    async fn check_statement(&self, statement: &Statement) -> Result<Checked> {
-        match statement {
-            Statement::Insert(insert) => {
-                let TableObject::TableName(name) = &insert.table else {
-                    return Ok(Checked::route(Route::SqlContext));
-                };
-                refuse_realtime_target(name)?;
-                let partitioned = insert.partitioned.as_ref().is_some_and(|p| !p.is_empty());
-                if insert.overwrite && partitioned {
-                    if let Some(identifier) = self.lakestream_target(name).await? {
-                        return Err(Error::WriteNotSupported {
-                            operation: "INSERT OVERWRITE ... PARTITION".to_string(),
-                            table: identifier.full_name(),
-                            reason: "the store keeps the table's newest changes and cannot \
-                                     replace its history. Turn the mode off first"
-                                .to_string(),
-                        });
-                    }
-                }
+    /// Decides by the statement's [`Kind`]: its row of the classification
+    /// says whether the filter routes it, refuses it on a lake-stream table,
+    /// or leaves it to the layer that enforces its rule.
+    async fn check_statement(&self, statement: &Statement, sql: &str) -> Result<Checked> {
+        let kind = Kind::of(statement);
+        let class = kind.class();
+        if class.handling == Handling::Refused && class.enforcer == Enforcer::Filter {
+            if let Some((operation, identifier)) = self.refused_target(kind, statement, sql).await?
+            {
+                return Err(Error::WriteNotSupported {
+                    operation,
+                    table: identifier.full_name(),
+                    reason: class.rule.to_string(),
+                });
+            }
+            return Ok(Checked::route(Route::SqlContext));
+        }
+        match (kind, statement) {
+            (Kind::Wrapper, Statement::Explain { statement, .. })
+            | (Kind::Wrapper, Statement::Prepare { statement, .. }) => {
+                Box::pin(self.check_statement(statement, sql)).await?;
                 Ok(Checked::route(Route::SqlContext))
             }
-            Statement::Delete(delete) => {
-                let tables = match &delete.from {
-                    FromTable::WithFromKeyword(tables) | FromTable::WithoutKeyword(tables) => {
-                        tables
-                    }
-                };
-                let target = tables.first().and_then(|t| table_factor_name(&t.relation));
-                self.route_dml("DELETE", target).await
-            }
-            Statement::Update(update) => {
-                self.route_dml("UPDATE", table_factor_name(&update.table.relation))
-                    .await
-            }
-            Statement::Truncate(truncate) => {
-                for target in &truncate.table_names {
-                    let checked = self.route_dml("TRUNCATE", Some(&target.name)).await?;
-                    if checked.route == Route::DataFusion {
-                        return Ok(checked);
-                    }
-                }
-                self.route_dml("TRUNCATE", None).await
-            }
-            Statement::Merge(merge) => {
-                if let Some(name) = table_factor_name(&merge.table) {
-                    if let Some(identifier) = self.lakestream_target(name).await? {
-                        return Err(Error::WriteNotSupported {
-                            operation: "MERGE INTO".to_string(),
-                            table: identifier.full_name(),
-                            reason: "use INSERT, which upserts by primary key, and DELETE"
-                                .to_string(),
-                        });
-                    }
-                }
-                Ok(Checked::route(Route::SqlContext))
-            }
-            Statement::Set(Set::SingleAssignment {
-                variable, values, ..
-            }) => check_set(
-                &variable.to_string(),
-                values.first().map(ToString::to_string),
-            ),
-            Statement::Reset(ResetStatement { reset }) => Ok(match reset {
-                Reset::ConfigurationParameter(name) => {
-                    let key = unquote(&name.to_string());
-                    let paimon_key = options::strip_prefix_ignore_ascii_case(&key, "paimon.");
-                    Checked {
-                        route: Route::SqlContext,
-                        dynamic_option: paimon_key.map(|k| (k.to_string(), None)),
-                        reset_all: false,
-                    }
-                }
-                Reset::ALL => Checked {
-                    route: Route::SqlContext,
-                    dynamic_option: None,
-                    reset_all: true,
-                },
-            }),
             // `t$rt` has `t`'s columns; DataFusion's DESCRIBE looks names up
             // directly, where `t$rt` is not a table.
-            Statement::ExplainTable { table_name, .. } => Ok(Checked::route(
+            (Kind::Read, Statement::ExplainTable { table_name, .. }) => Ok(Checked::route(
                 match name::parse(&object_part(table_name))? {
                     RelationName::Realtime { table } => {
                         let mut base = table_name.clone();
@@ -191,31 +137,121 @@ impl StatementFilter<'_> {
                     RelationName::Paimon(_) => Route::SqlContext,
                 },
             )),
-            Statement::AlterTable(alter) => {
-                if let Some(operation) = alter.operations.iter().find_map(partition_operation) {
-                    if let Some(identifier) = self.lakestream_target(&alter.name).await? {
-                        return Err(Error::WriteNotSupported {
-                            operation: format!("ALTER TABLE ... {operation}"),
-                            table: identifier.full_name(),
-                            reason: "it changes Paimon's partitions directly, while the store \
-                                     keeps newer rows of them, so the change would be half \
-                                     applied. Delete the partition's rows with DELETE \
-                                     (primary-key tables), or turn the mode off first"
-                                .to_string(),
-                        });
-                    }
+            (_, Statement::Insert(insert)) => {
+                if let TableObject::TableName(name) = &insert.table {
+                    refuse_realtime_target(name)?;
                 }
                 Ok(Checked::route(Route::SqlContext))
             }
-            Statement::Call(function) => {
-                self.check_procedure(function).await?;
-                Ok(Checked::route(match procedure_call(function) {
-                    Some(query) => Route::Rewritten(query),
-                    None => Route::SqlContext,
-                }))
+            (_, Statement::Delete(delete)) => {
+                let tables = match &delete.from {
+                    FromTable::WithFromKeyword(tables) | FromTable::WithoutKeyword(tables) => {
+                        tables
+                    }
+                };
+                let target = tables.first().and_then(|t| table_factor_name(&t.relation));
+                self.route_dml("DELETE", target).await
             }
+            (_, Statement::Update(update)) => {
+                self.route_dml("UPDATE", table_factor_name(&update.table.relation))
+                    .await
+            }
+            (_, Statement::Truncate(truncate)) => {
+                for target in &truncate.table_names {
+                    let checked = self.route_dml("TRUNCATE", Some(&target.name)).await?;
+                    if checked.route == Route::DataFusion {
+                        return Ok(checked);
+                    }
+                }
+                self.route_dml("TRUNCATE", None).await
+            }
+            (Kind::StoreProcedure, Statement::Call(function)) => {
+                let state = self.session.state();
+                let defaults = &state.config_options().catalog;
+                Ok(Checked::route(
+                    match procedure_call(function, &defaults.default_schema)? {
+                        Some(query) => Route::Rewritten(query),
+                        None => Route::SqlContext,
+                    },
+                ))
+            }
+            (
+                Kind::Session,
+                Statement::Set(Set::SingleAssignment {
+                    variable, values, ..
+                }),
+            ) => check_set(
+                &variable.to_string(),
+                values.first().map(ToString::to_string),
+            ),
+            (Kind::Session, Statement::Reset(ResetStatement { reset })) => Ok(match reset {
+                Reset::ConfigurationParameter(name) => {
+                    let key = unquote(&name.to_string());
+                    let paimon_key = options::strip_prefix_ignore_ascii_case(&key, "paimon.");
+                    Checked {
+                        route: Route::SqlContext,
+                        dynamic_option: paimon_key.map(|k| (k.to_string(), None)),
+                        reset_all: false,
+                    }
+                }
+                Reset::ALL => Checked {
+                    route: Route::SqlContext,
+                    dynamic_option: None,
+                    reset_all: true,
+                },
+            }),
+            // Reads, what the catalog decorator or the planner checks, and
+            // what is allowed.
             _ => Ok(Checked::route(Route::SqlContext)),
         }
+    }
+
+    /// For a kind the filter refuses: the operation, and the lake-stream
+    /// table the statement would act on, if it acts on one.
+    async fn refused_target(
+        &self,
+        kind: Kind,
+        statement: &Statement,
+        sql: &str,
+    ) -> Result<Option<(String, Identifier)>> {
+        let (operation, name) = match statement {
+            Statement::Insert(insert) => match &insert.table {
+                TableObject::TableName(name) => {
+                    ("INSERT OVERWRITE ... PARTITION".to_string(), name)
+                }
+                _ => return Ok(None),
+            },
+            Statement::Merge(merge) => match table_factor_name(&merge.table) {
+                Some(name) => ("MERGE INTO".to_string(), name),
+                None => return Ok(None),
+            },
+            Statement::AlterTable(alter) => {
+                let operation = alter
+                    .operations
+                    .iter()
+                    .find(|operation| Kind::of_alter(operation) == kind)
+                    .map_or_else(String::new, operation_name);
+                (format!("ALTER TABLE ... {operation}"), &alter.name)
+            }
+            Statement::Call(function) => return self.procedure_target(function).await,
+            // Checked before parsing (`check_replace`), with its own error.
+            Statement::CreateTable(_) => return Ok(None),
+            _ => {
+                let operation = statement
+                    .to_string()
+                    .split_whitespace()
+                    .next()
+                    .unwrap_or_default()
+                    .to_string();
+                let identifier = self.any_lakestream_name(sql).await?;
+                return Ok(identifier.map(|identifier| (operation, identifier)));
+            }
+        };
+        refuse_realtime_target(name)?;
+        Ok(self
+            .lakestream_target(name)
+            .await?
+            .map(|identifier| (operation, identifier)))
     }
 
     /// DELETE, UPDATE and TRUNCATE of a lake-stream table go to DataFusion's
@@ -248,10 +284,11 @@ impl StatementFilter<'_> {
         Ok(Checked::route(route))
     }
 
-    /// `CALL sys.rollback_to(table => 'db.t', ...)` (and `rollback_to_timestamp`)
-    /// on a lake-stream table: it would remove snapshots that tiering
-    /// committed while the store keeps later rows. Refused.
-    async fn check_procedure(&self, function: &Function) -> Result<()> {
+    /// The procedure's name and the lake-stream table its `table => 'db.t'`
+    /// argument names, if it names one. Paimon's procedures split that
+    /// argument at its dots and take the parts as written; the table is in
+    /// the catalog the procedure's name gives, or the current one.
+    async fn procedure_target(&self, function: &Function) -> Result<Option<(String, Identifier)>> {
         let parts: Vec<&str> = function
             .name
             .0
@@ -261,45 +298,37 @@ impl StatementFilter<'_> {
         let (catalog, procedure) = match parts.as_slice() {
             [catalog, _, procedure] => (Some(*catalog), *procedure),
             [_, procedure] | [procedure] => (None, *procedure),
-            _ => return Ok(()),
+            _ => return Ok(None),
         };
-        if !ROLLBACK_PROCEDURES
-            .iter()
-            .any(|p| p.eq_ignore_ascii_case(procedure))
-        {
-            return Ok(());
-        }
         let Some(table) = named_argument(function, "table") else {
-            return Ok(());
+            return Ok(None);
         };
         let state = self.session.state();
         let default_catalog = state.config_options().catalog.default_catalog.clone();
-        let table_parts: Vec<&str> = table.split('.').collect();
-        let (catalog, identifier) = match table_parts.as_slice() {
-            [database, object] => (
-                catalog.unwrap_or(&default_catalog),
-                Identifier::new(*database, *object),
-            ),
-            [_, database, object] => (
-                catalog.unwrap_or(&default_catalog),
-                Identifier::new(*database, *object),
-            ),
-            _ => return Ok(()),
+        let catalog = catalog.unwrap_or(&default_catalog);
+        let identifier = match table.split('.').collect::<Vec<_>>().as_slice() {
+            [database, object] | [_, database, object] => Identifier::new(*database, *object),
+            _ => return Ok(None),
         };
         let Some(catalog) = self.state.catalog(catalog) else {
-            return Ok(());
+            return Ok(None);
         };
         if catalog.lakestream_table(&identifier).await?.is_some() {
-            return Err(Error::WriteNotSupported {
-                operation: format!("CALL {procedure}"),
-                table: identifier.full_name(),
-                reason: "it would remove snapshots that tiering committed while the store keeps \
-                         the rows written after them, so t$rt would show a history that never \
-                         existed. Turn the mode off first"
-                    .to_string(),
-            });
+            return Ok(Some((format!("CALL {procedure}"), identifier)));
         }
-        Ok(())
+        Ok(None)
+    }
+
+    /// The first lake-stream table that any name in `sql` names, read
+    /// either way: for statements the classification does not know, which
+    /// may name a table anywhere.
+    async fn any_lakestream_name(&self, sql: &str) -> Result<Option<Identifier>> {
+        for name in object_names(sql) {
+            if let Some(identifier) = self.lakestream_target(&name).await? {
+                return Ok(Some(identifier));
+            }
+        }
+        Ok(None)
     }
 
     /// The lake-stream table `name` names, read either way (see
@@ -379,9 +408,6 @@ impl StatementFilter<'_> {
     }
 }
 
-/// Procedures that move a table back to an older snapshot.
-const ROLLBACK_PROCEDURES: &[&str] = &["rollback_to", "rollback_to_timestamp"];
-
 /// The text of the named argument `name => '...'` of a procedure call.
 fn named_argument(function: &Function, name: &str) -> Option<String> {
     let FunctionArguments::List(list) = &function.args else {
@@ -397,18 +423,19 @@ fn named_argument(function: &Function, name: &str) -> Option<String> {
     })
 }
 
-/// The name of an `ALTER TABLE` operation that changes partitions.
-fn partition_operation(operation: &AlterTableOperation) -> Option<&'static str> {
+/// The name of an `ALTER TABLE` operation, for errors.
+fn operation_name(operation: &AlterTableOperation) -> String {
     match operation {
-        AlterTableOperation::DropPartitions { .. } => Some("DROP PARTITION"),
-        AlterTableOperation::AddPartitions { .. } => Some("ADD PARTITION"),
-        AlterTableOperation::RenamePartitions { .. } => Some("PARTITION ... RENAME TO"),
-        AlterTableOperation::AttachPartition { .. } => Some("ATTACH PARTITION"),
-        AlterTableOperation::DetachPartition { .. } => Some("DETACH PARTITION"),
-        AlterTableOperation::FreezePartition { .. } => Some("FREEZE PARTITION"),
-        AlterTableOperation::UnfreezePartition { .. } => Some("UNFREEZE PARTITION"),
-        _ => None,
+        AlterTableOperation::DropPartitions { .. } => "DROP PARTITION",
+        AlterTableOperation::AddPartitions { .. } => "ADD PARTITION",
+        AlterTableOperation::RenamePartitions { .. } => "PARTITION ... RENAME TO",
+        AlterTableOperation::AttachPartition { .. } => "ATTACH PARTITION",
+        AlterTableOperation::DetachPartition { .. } => "DETACH PARTITION",
+        AlterTableOperation::FreezePartition { .. } => "FREEZE PARTITION",
+        AlterTableOperation::UnfreezePartition { .. } => "UNFREEZE PARTITION",
+        other => return other.to_string(),
     }
+    .to_string()
 }
 
 /// The lake-stream tables a name could name (see
@@ -478,24 +505,87 @@ fn refuse_realtime_target(name: &ObjectName) -> Result<()> {
     Ok(())
 }
 
-/// `CALL sys.lakestream_tier('db.t')` as the query of its table function.
-fn procedure_call(function: &Function) -> Option<String> {
-    let parts: Vec<&str> = function
+/// `CALL [catalog.][sys.]lakestream_tier('db.t')` as the query of its table
+/// function. With a catalog part, the table argument is read in that
+/// catalog: `CALL c.sys.lakestream_tier('db.t')` tiers `c.db.t`.
+fn procedure_call(function: &Function, default_schema: &str) -> Result<Option<String>> {
+    let parts: Vec<&Ident> = function
         .name
         .0
         .iter()
-        .filter_map(|p| p.as_ident().map(|i| i.value.as_str()))
+        .filter_map(ObjectNamePart::as_ident)
         .collect();
-    let procedure = match parts.as_slice() {
-        [name] | ["sys" | "SYS", name] => [
-            crate::table::TIER_FUNCTION,
-            crate::table::SET_ASIDE_FUNCTION,
-        ]
-        .into_iter()
-        .find(|procedure| name.eq_ignore_ascii_case(procedure)),
-        _ => None,
+    let (catalog, name) = match parts.as_slice() {
+        [name] => (None, *name),
+        [sys, name] if sys.value.eq_ignore_ascii_case("sys") => (None, *name),
+        [catalog, sys, name] if sys.value.eq_ignore_ascii_case("sys") => (Some(*catalog), *name),
+        _ => return Ok(None),
     };
-    procedure.map(|procedure| format!("SELECT * FROM {procedure}{}", function.args))
+    let Some(procedure) = [
+        crate::table::TIER_FUNCTION,
+        crate::table::SET_ASIDE_FUNCTION,
+    ]
+    .into_iter()
+    .find(|procedure| name.value.eq_ignore_ascii_case(procedure)) else {
+        return Ok(None);
+    };
+    let mut args = function.args.clone();
+    if let (Some(catalog), FunctionArguments::List(list)) = (catalog, &mut args) {
+        if let Some(FunctionArg::Unnamed(FunctionArgExpr::Expr(Expr::Value(value)))) =
+            list.args.first_mut()
+        {
+            if let Value::SingleQuotedString(table) = &mut value.value {
+                let qualified = match name::parse_table_name_keeping_case(table)?.len() {
+                    1 => format!("{catalog}.{}.{table}", name::sql_name(&[default_schema])),
+                    2 => format!("{catalog}.{table}"),
+                    _ => table.clone(),
+                };
+                *table = qualified;
+            }
+        }
+    }
+    Ok(Some(format!("SELECT * FROM {procedure}{args}")))
+}
+
+/// Every dotted name in `sql` (`a`, `a.b`, `"A".b.c`), `t$rt` read as `t`.
+fn object_names(sql: &str) -> Vec<ObjectName> {
+    let Ok(tokens) = Tokenizer::new(&GenericDialect {}, sql).tokenize() else {
+        return Vec::new();
+    };
+    let mut names = Vec::new();
+    let mut current: Vec<Ident> = Vec::new();
+    let mut after_period = false;
+    let mut finish = |current: &mut Vec<Ident>| {
+        if !current.is_empty() {
+            names.push(ObjectName::from(std::mem::take(current)));
+        }
+    };
+    for token in tokens.iter().filter(|t| !matches!(t, Token::Whitespace(_))) {
+        match token {
+            Token::Word(word) => {
+                if !after_period {
+                    finish(&mut current);
+                }
+                let value = match name::parse(&word.value) {
+                    Ok(RelationName::Realtime { table }) => table.to_string(),
+                    _ => word.value.clone(),
+                };
+                current.push(Ident {
+                    value,
+                    quote_style: word.quote_style,
+                    span: Span::empty(),
+                });
+                after_period = false;
+            }
+            Token::Period if !current.is_empty() => after_period = true,
+            _ => {
+                finish(&mut current);
+                after_period = false;
+            }
+        }
+    }
+    finish(&mut current);
+    names
 }
 
 fn unquote(text: &str) -> String {

@@ -25,6 +25,7 @@ use paimon::table::Table;
 use crate::error::{Error, Result};
 use crate::exec::sink::StoreSink;
 use crate::merge::MergeSpec;
+use crate::planner::classify::Kind;
 use crate::store::{primary_keys, LazyStore, StoreBinding, WriteKind};
 
 /// What the rows a [`StoreWriteTable`] receives are.
@@ -225,8 +226,7 @@ impl TableProvider for StoreWriteTable {
             return Err(self
                 .not_supported(
                     &insert_op.to_string().to_uppercase(),
-                    "the store keeps the table's newest changes and cannot replace its history. \
-                     Delete rows with DELETE (primary-key tables), or turn the mode off first",
+                    Kind::InsertOverwrite.class().rule,
                 )
                 .into());
         }
@@ -268,11 +268,7 @@ impl TableProvider for StoreWriteTable {
 
     async fn truncate(&self, _state: &dyn Session) -> DFResult<Arc<dyn ExecutionPlan>> {
         Err(self
-            .not_supported(
-                "TRUNCATE",
-                "it would have to empty Paimon and the store at once. Use DELETE FROM (primary-key \
-                 tables), or turn the mode off first",
-            )
+            .not_supported("TRUNCATE", Kind::Truncate.class().rule)
             .into())
     }
 }

@@ -375,3 +375,19 @@ async fn options_guard() {
     )
     .await;
 }
+
+/// On the local store: tiering through the procedures commits real snapshots.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn procedures() {
+    run_file(
+        "procedures.slt",
+        CatalogKind::Filesystem,
+        Some(Arc::new(crate::local_store::LocalHarness)),
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn statements() {
+    run_file("statements.slt", CatalogKind::Filesystem, memory()).await;
+}
