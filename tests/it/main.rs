@@ -20,5 +20,6 @@ mod shell;
 mod slt;
 mod support;
 mod text_input;
+mod twin;
 mod union_read;
 mod write_names;
