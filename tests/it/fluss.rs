@@ -27,7 +27,8 @@ use crate::slt::{StoreCondition, StoreHarness};
 use crate::support::{CatalogKind, TestWarehouse};
 
 /// A running cluster: its address and the Paimon warehouse it tiers into.
-struct Cluster {
+#[derive(Clone)]
+pub(crate) struct Cluster {
     bootstrap: String,
     warehouse: PathBuf,
     state_file: PathBuf,
@@ -41,14 +42,31 @@ impl Cluster {
     /// Starts a cluster whose state is recorded under `dir`, stopped by a
     /// watchdog when this process exits.
     fn start(dir: &Path) -> Result<Self, String> {
+        Self::start_with(dir, &[])
+    }
+
+    /// [`Self::start`], with more of the script's environment (e.g.
+    /// `FLUSS_TABLETS`).
+    pub(crate) fn start_with(dir: &Path, env: &[(&str, &str)]) -> Result<Self, String> {
         std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
         let state_file = dir.join("cluster.state");
+        // The coordinator checks Paimon tables our catalog changes
+        // underneath it: no cached copies.
+        let mut extra = "datalake.paimon.cache-enabled: false".to_string();
+        for (key, value) in env {
+            if *key == "FLUSS_EXTRA_CONFIG" {
+                extra = format!("{extra}\n{value}");
+            }
+        }
         let output = Command::new(script())
             .arg("start")
+            .envs(
+                env.iter()
+                    .copied()
+                    .filter(|(k, _)| *k != "FLUSS_EXTRA_CONFIG"),
+            )
             .env("FLUSS_STATE_FILE", &state_file)
-            // The coordinator checks Paimon tables our catalog changes
-            // underneath it: no cached copies.
-            .env("FLUSS_EXTRA_CONFIG", "datalake.paimon.cache-enabled: false")
+            .env("FLUSS_EXTRA_CONFIG", extra)
             .stdin(Stdio::null())
             .stderr(Stdio::inherit())
             .output()
@@ -83,9 +101,15 @@ impl Cluster {
         })
     }
 
-    fn run(&self, command: &str) -> Result<(), String> {
+    pub(crate) fn run(&self, command: &str) -> Result<(), String> {
+        self.run_args(&[command])
+    }
+
+    /// The script with `args` (e.g. `["restart-tablet", "1"]`) on this cluster.
+    pub(crate) fn run_args(&self, args: &[&str]) -> Result<(), String> {
+        let command = args.join(" ");
         let status = Command::new(script())
-            .arg(command)
+            .args(args)
             .env("FLUSS_STATE_FILE", &self.state_file)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -102,7 +126,7 @@ impl Cluster {
     }
 
     /// Fluss's client, for setting up the Fluss side by hand.
-    async fn connection(&self) -> FlussConnection {
+    pub(crate) async fn connection(&self) -> FlussConnection {
         let config = Config {
             bootstrap_servers: self.bootstrap.clone(),
             ..Config::default()
@@ -173,7 +197,7 @@ pub struct FlussHarness {
 }
 
 impl FlussHarness {
-    fn on(cluster: &Cluster) -> Self {
+    pub(crate) fn on(cluster: &Cluster) -> Self {
         Self {
             bootstrap: cluster.bootstrap.clone(),
             warehouse: cluster.warehouse.clone(),
@@ -181,7 +205,7 @@ impl FlussHarness {
         }
     }
 
-    fn with(mut self, key: &str, value: &str) -> Self {
+    pub(crate) fn with(mut self, key: &str, value: &str) -> Self {
         self.extra.push((key.to_string(), value.to_string()));
         self
     }
@@ -230,13 +254,16 @@ async fn conformance_fluss() {
     crate::slt::conformance(Arc::new(FlussHarness::on(cluster))).await;
 }
 
-async fn query(ctx: &LakeStreamContext, sql: &str) -> datafusion::error::Result<Vec<RecordBatch>> {
+pub(crate) async fn query(
+    ctx: &LakeStreamContext,
+    sql: &str,
+) -> datafusion::error::Result<Vec<RecordBatch>> {
     // Boxed: planning futures are large in debug builds, and a test body
     // awaiting many of them would otherwise overflow the test thread's stack.
     Box::pin(async { ctx.sql(sql).await?.collect().await }).await
 }
 
-async fn run(ctx: &LakeStreamContext, sql: &str) -> Vec<RecordBatch> {
+pub(crate) async fn run(ctx: &LakeStreamContext, sql: &str) -> Vec<RecordBatch> {
     match query(ctx, sql).await {
         Ok(batches) => batches,
         Err(e) => panic!("{sql}: {e}"),
@@ -251,7 +278,7 @@ async fn fails(ctx: &LakeStreamContext, sql: &str) -> String {
 }
 
 /// The rows of a result as `a|b|c` lines, sorted.
-fn lines(batches: &[RecordBatch]) -> Vec<String> {
+pub(crate) fn lines(batches: &[RecordBatch]) -> Vec<String> {
     let mut out = Vec::new();
     for batch in batches {
         for row in 0..batch.num_rows() {
@@ -267,7 +294,7 @@ fn lines(batches: &[RecordBatch]) -> Vec<String> {
     out
 }
 
-async fn open(
+pub(crate) async fn open(
     harness: &FlussHarness,
     condition: StoreCondition,
 ) -> (TestWarehouse, LakeStreamContext) {

@@ -169,11 +169,21 @@ pub(crate) fn parse(options: &BTreeMap<String, String>) -> Result<FlussOptions> 
                     return Err(bad("a positive duration"));
                 }
             }
+            // A statement is answered once Fluss acknowledged its rows,
+            // and the contract makes that answer a promise: only `all`
+            // (every in-sync replica has them) can keep it.
             "client.writer.acks" => {
-                if !["all", "-1", "0", "1"].contains(&value) {
-                    return Err(bad("one of all, -1, 0, 1"));
+                if !value.eq_ignore_ascii_case("all") && value != "-1" {
+                    return Err(invalid(
+                        key,
+                        format!(
+                            "'{value}' would let Fluss acknowledge rows that one failed server \
+                             loses, and a lake-stream write is answered only once its rows are \
+                             safe: use 'all' (the default)"
+                        ),
+                    ));
                 }
-                config.writer_acks = value.to_string();
+                config.writer_acks = "all".to_string();
             }
             "client.writer.retries" => {
                 config.writer_retries = i32::try_from(count()?).map_err(|_| bad("an int"))?
@@ -193,7 +203,18 @@ pub(crate) fn parse(options: &BTreeMap<String, String>) -> Result<FlussOptions> 
             "client.writer.request-max-size" => {
                 config.writer_request_max_size = to_i32(bytes()?, &bad)?
             }
-            "client.writer.enable-idempotence" => config.writer_enable_idempotence = flag()?,
+            // Idempotence keeps a retried batch from being written twice,
+            // and makes the writer notice rows a restarted server lost.
+            "client.writer.enable-idempotence" => {
+                if !flag()? {
+                    return Err(invalid(
+                        key,
+                        "'false' would let a retried batch be written twice; the store keeps \
+                         it on"
+                            .to_string(),
+                    ));
+                }
+            }
             "client.writer.max-inflight-requests-per-bucket" => {
                 config.writer_max_inflight_requests_per_bucket = count()?
             }
@@ -348,6 +369,33 @@ mod tests {
         assert!(text.contains("'fluss.client.writer.bogus'"), "{text}");
         assert!(text.contains("bootstrap.servers"), "{text}");
         assert!(text.contains("client.request-timeout"), "{text}");
+    }
+
+    /// An acknowledgement is a promise: weaker acks and writers without
+    /// idempotence are refused, naming the option.
+    #[test]
+    fn weaker_acknowledgements_are_refused() {
+        for (key, value) in [
+            ("client.writer.acks", "0"),
+            ("client.writer.acks", "1"),
+            ("client.writer.enable-idempotence", "false"),
+        ] {
+            let error = parse(&options(&[
+                ("bootstrap.servers", "127.0.0.1:9123"),
+                (key, value),
+            ]))
+            .expect_err(value);
+            let text = error.to_string();
+            assert!(text.contains(&format!("'fluss.{key}'")), "{text}");
+        }
+        for value in ["all", "ALL", "-1"] {
+            let parsed = parse(&options(&[
+                ("bootstrap.servers", "127.0.0.1:9123"),
+                ("client.writer.acks", value),
+            ]))
+            .expect(value);
+            assert_eq!(parsed.config.writer_acks, "all");
+        }
     }
 
     #[test]
