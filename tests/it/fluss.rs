@@ -101,6 +101,16 @@ impl Cluster {
         })
     }
 
+    /// The coordinator's address.
+    pub(crate) fn bootstrap(&self) -> &str {
+        &self.bootstrap
+    }
+
+    /// The Paimon warehouse the cluster tiers into.
+    pub(crate) fn warehouse(&self) -> &Path {
+        &self.warehouse
+    }
+
     pub(crate) fn run(&self, command: &str) -> Result<(), String> {
         self.run_args(&[command])
     }
@@ -168,7 +178,7 @@ fn spawn_watchdog(state_file: &Path, dir: &Path) {
 }
 
 /// The cluster of this test process.
-fn cluster() -> &'static Cluster {
+pub(crate) fn cluster() -> &'static Cluster {
     static CLUSTER: OnceLock<Result<Cluster, String>> = OnceLock::new();
     let started = CLUSTER.get_or_init(|| {
         let dir =

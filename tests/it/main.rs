@@ -10,6 +10,8 @@ mod faults;
 #[cfg(feature = "fluss")]
 mod fluss;
 #[cfg(feature = "fluss")]
+mod fluss_atomicity;
+#[cfg(feature = "fluss")]
 mod fluss_durability;
 mod history;
 mod local_store;
