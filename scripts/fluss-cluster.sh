@@ -568,7 +568,6 @@ EOF
 }
 
 write_configs() {
-    local ts_port="$1"
     cat >"$STATE_DIR/conf/log4j2.properties" <<EOF
 rootLogger.level = \${env:FLUSS_LOG_LEVEL:-INFO}
 rootLogger.appenderRef.file.ref = MainAppender
@@ -600,12 +599,16 @@ EOF
     write_server_yaml "$STATE_DIR/conf/coordinator/server.yaml" \
 "bind.listeners: FLUSS://$HOST:$CS_PORT
 data.dir: $STATE_DIR/coordinator-data"
-    local i name
+    local i name port
     for ((i = 0; i < TABLETS; i++)); do
         name="$(tablet_name "$i")"
+        # A fixed port each, kept across restart-tablet, as on a real cluster: clients that
+        # knew the server find it again where it was.
+        if [[ "$TABLETS" == 1 && -n "${FLUSS_TABLET_PORT:-}" ]]; then port="$FLUSS_TABLET_PORT"
+        else port="$(free_port)"; fi
         mkdir -p "$STATE_DIR/conf/$name" "$STATE_DIR/$name-data"
         write_server_yaml "$STATE_DIR/conf/$name/server.yaml" \
-"bind.listeners: FLUSS://$HOST:$ts_port
+"bind.listeners: FLUSS://$HOST:$port
 tablet-server.id: $i
 data.dir: $STATE_DIR/$name-data"
     done
@@ -635,13 +638,10 @@ launch_cluster() {
     ZK_PORT="${FLUSS_ZK_PORT:-$(free_port)}"
     CS_PORT="${FLUSS_COORDINATOR_PORT:-$(free_port)}"
     while [[ "$CS_PORT" == "$ZK_PORT" ]]; do CS_PORT="$(free_port)"; done
-    # 0 = the tablet server binds an ephemeral port and registers it (clients find it via metadata).
-    local ts_port="${FLUSS_TABLET_PORT:-0}"
-    [[ "$TABLETS" == 1 ]] || ts_port=0
     BOOTSTRAP="$HOST:$CS_PORT"
     # Record the state first, so that `stop` finds whatever gets started even if we die halfway.
     write_state_file
-    write_configs "$ts_port"
+    write_configs
 
     local cp; cp="$(log4j_cp):$(server_jar)"
     spawn zookeeper "${FLUSS_ZK_HEAP:-96m}" "$cp" \

@@ -20,7 +20,7 @@ use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::util::display::array_value_to_string;
 use fluss::client::FlussConnection;
 use fluss::config::Config;
-use fluss::metadata::{DataTypes, Schema, TableDescriptor, TablePath};
+use fluss::metadata::{DataTypes, Schema, TableBucket, TableDescriptor, TablePath};
 use paimon_lakestream::LakeStreamContext;
 
 use crate::slt::{StoreCondition, StoreHarness};
@@ -99,6 +99,17 @@ impl Cluster {
             warehouse,
             state_file,
         })
+    }
+
+    /// The id of the tablet server leading bucket `bucket` of
+    /// `default.<table>`, if the cluster says.
+    pub(crate) async fn leader(&self, table: &str, bucket: i32) -> Option<i32> {
+        let connection = self.connection().await;
+        let path = TablePath::new("default", table);
+        let fluss_table = connection.get_table(&path).await.ok()?;
+        let bucket = TableBucket::new(fluss_table.get_table_info().get_table_id(), bucket);
+        let leader = connection.get_metadata().leader_for(&path, &bucket).await;
+        leader.ok().flatten().map(|node| node.id())
     }
 
     /// The coordinator's address.

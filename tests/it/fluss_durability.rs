@@ -8,8 +8,6 @@ use std::time::{Duration, Instant};
 use datafusion::arrow::array::{Array, Int32Array};
 use paimon_lakestream::LakeStreamContext;
 
-use fluss::metadata::{TableBucket, TablePath};
-
 use crate::fluss::{open, query, run, Cluster, FlussHarness};
 use crate::slt::StoreCondition;
 use crate::support::TestWarehouse;
@@ -107,21 +105,6 @@ async fn write(
     }
 }
 
-/// The id of the tablet server leading bucket 0 of `default.<table>`.
-async fn leader(cluster: &Cluster, table: &str) -> i32 {
-    let connection = cluster.connection().await;
-    let path = TablePath::new("default", table);
-    let fluss_table = connection.get_table(&path).await.expect("the Fluss table");
-    let bucket = TableBucket::new(fluss_table.get_table_info().get_table_id(), 0);
-    connection
-        .get_metadata()
-        .leader_for(&path, &bucket)
-        .await
-        .expect("bucket metadata")
-        .expect("a leader")
-        .id()
-}
-
 /// A cluster with `tablets` servers and lake-stream tables `kv` (primary
 /// key) and `lg` (log) on it, one bucket each.
 async fn tables(
@@ -173,7 +156,7 @@ async fn replicated_tables_keep_acknowledged_writes_across_a_leader_crash() {
     let mut restarted = Vec::new();
     let mut next = 61;
     for table in TABLES {
-        let leader = leader(&cluster, table).await;
+        let leader = cluster.leader(table, 0).await.expect("a leader");
         if restarted.contains(&leader) {
             continue;
         }

@@ -13,6 +13,8 @@ mod fluss;
 mod fluss_atomicity;
 #[cfg(feature = "fluss")]
 mod fluss_durability;
+#[cfg(feature = "fluss")]
+mod fluss_history;
 mod history;
 mod local_store;
 mod memory_store;
