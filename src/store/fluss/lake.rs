@@ -1,0 +1,105 @@
+//! Which Paimon snapshot a `t$rt` read starts from, and the log offsets
+//! that go with it.
+//!
+//! Fluss reports the lake snapshot its tiering committed last, with the log
+//! offset it reached per bucket. Every other commit to the Paimon table (a
+//! plain load while the mode was off, a compaction, an expiry) adds no
+//! Fluss rows: a snapshot committed after the reported one by anyone but
+//! Fluss's tiering holds the same Fluss rows as the reported one, so the
+//! read starts from the newest such snapshot with the reported offsets, and
+//! sees rows loaded into Paimon directly as `t` does. A snapshot that
+//! Fluss's tiering committed after the reported one holds more of the log
+//! than the reported offsets say; the read stops below it (the next read
+//! sees it, once Fluss reports it).
+
+use std::collections::HashMap;
+
+use paimon::table::Table;
+
+use super::schema::TIERING_COMMIT_USER;
+use super::{Target, IDENTIFIER};
+use crate::error::Result;
+
+/// Fluss's log ends before the offsets its lake snapshot says it tiered.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "cannot read '{table}' from Fluss ({servers}): the log ends before the offsets that Fluss's \
+     lake snapshot {snapshot_id} says it tiered ({buckets}). Fluss lost the end of its log (e.g. a \
+     tablet server restarted without it), and rows written after those offsets may be lost. Read \
+     `{table}` (the Paimon table) for what was tiered"
+)]
+pub struct LogBehindLake {
+    /// The table's full name.
+    pub table: String,
+    /// The bootstrap servers.
+    pub servers: String,
+    /// The lake snapshot Fluss reported.
+    pub snapshot_id: i64,
+    /// The buckets, their tiered offsets and log ends.
+    pub buckets: String,
+}
+
+/// The newest Paimon snapshot that holds exactly the Fluss rows of the lake
+/// snapshot `tiered` (committed by Fluss's tiering): `tiered`, or a later one
+/// committed by others with no tiering commit between them.
+pub(crate) async fn read_snapshot(table: &Table, tiered: i64) -> Result<i64> {
+    let snapshots = table.snapshot_manager();
+    let Some(latest) = snapshots.get_latest_snapshot_id().await? else {
+        return Ok(tiered);
+    };
+    let Some(earliest) = snapshots.earliest_snapshot_id().await? else {
+        return Ok(tiered);
+    };
+    if latest <= tiered || earliest > tiered + 1 {
+        // Nothing after it, or snapshots after it expired: which of them
+        // tiering committed is unknown.
+        return Ok(tiered);
+    }
+    let mut chosen = tiered;
+    for id in tiered + 1..=latest {
+        let snapshot = snapshots.get_snapshot(id).await?;
+        if snapshot.commit_user() == TIERING_COMMIT_USER {
+            break;
+        }
+        chosen = id;
+    }
+    Ok(chosen)
+}
+
+/// Refuses tiered offsets past the end of the log: Fluss's log lost rows
+/// that its lake snapshot says it tiered (its tail was lost, e.g. when a
+/// tablet server restarted without it), and a read from there would
+/// silently miss every row written since.
+pub(crate) fn check_offsets(
+    target: &Target,
+    snapshot_id: i64,
+    tiered: &HashMap<i32, i64>,
+    ends: &HashMap<i32, i64>,
+) -> Result<()> {
+    let mut beyond: Vec<(i32, i64, i64)> = tiered
+        .iter()
+        .filter_map(|(bucket, offset)| {
+            let end = ends.get(bucket).copied().unwrap_or(0);
+            (*offset > end).then_some((*bucket, *offset, end))
+        })
+        .collect();
+    if beyond.is_empty() {
+        return Ok(());
+    }
+    beyond.sort_unstable();
+    let buckets: Vec<String> = beyond
+        .iter()
+        .map(|(bucket, offset, end)| {
+            format!("bucket {bucket}: tiered up to offset {offset}, the log ends at {end}")
+        })
+        .collect();
+    Err(crate::store::store_error(
+        IDENTIFIER,
+        LogBehindLake {
+            table: target.name.clone(),
+            servers: target.servers.clone(),
+            snapshot_id,
+            buckets: buckets.join("; "),
+        },
+    ))
+}
