@@ -103,3 +103,51 @@ pub(crate) fn check_offsets(
         },
     ))
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use fluss::metadata::TablePath;
+
+    use super::*;
+
+    fn target() -> Target {
+        Target {
+            path: TablePath::new("db", "t"),
+            name: "db.t".to_string(),
+            servers: "127.0.0.1:9123".to_string(),
+            request_timeout: Duration::from_secs(30),
+            primary_key: true,
+            planned: true,
+        }
+    }
+
+    #[test]
+    fn tiered_offsets_up_to_the_log_end_are_read() {
+        let tiered = HashMap::from([(0, 5), (1, 0)]);
+        let ends = HashMap::from([(0, 5), (1, 3)]);
+        assert!(check_offsets(&target(), 7, &tiered, &ends).is_ok());
+    }
+
+    #[test]
+    fn tiered_offsets_past_the_log_end_are_refused() {
+        let tiered = HashMap::from([(0, 9), (1, 2), (2, 4)]);
+        let ends = HashMap::from([(0, 5), (1, 3)]);
+        let error = check_offsets(&target(), 7, &tiered, &ends)
+            .expect_err("offsets past the end")
+            .to_string();
+        assert!(error.contains("'db.t'"), "{error}");
+        assert!(error.contains("127.0.0.1:9123"), "{error}");
+        assert!(error.contains("lake snapshot 7"), "{error}");
+        assert!(
+            error.contains("bucket 0: tiered up to offset 9, the log ends at 5"),
+            "{error}"
+        );
+        assert!(
+            error.contains("bucket 2: tiered up to offset 4, the log ends at 0"),
+            "{error}"
+        );
+        assert!(!error.contains("bucket 1"), "{error}");
+    }
+}

@@ -17,9 +17,7 @@ use arrow::compute::{cast, take};
 use arrow::datatypes::SchemaRef;
 use datafusion::execution::SendableRecordBatchStream;
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
-use fluss::client::{
-    BoundedLogReadRange, FlussConnection, RecordBatchLogReader, EARLIEST_OFFSET,
-};
+use fluss::client::{BoundedLogReadRange, FlussConnection, RecordBatchLogReader, EARLIEST_OFFSET};
 use fluss::metadata::TableBucket;
 use fluss::record::{ChangeType, ScanRecord};
 use futures::{Stream, StreamExt};
@@ -290,8 +288,15 @@ impl LogReader {
                 let pending: Vec<(i32, i64)> = state.ends.iter().map(|(b, e)| (*b, *e)).collect();
                 for (bucket, end) in pending {
                     let next = state.next.get(&bucket).copied().unwrap_or(EARLIEST_OFFSET);
-                    match probe_end(&self.target, &self.connection, self.table_id, bucket, next, end)
-                        .await
+                    match probe_end(
+                        &self.target,
+                        &self.connection,
+                        self.table_id,
+                        bucket,
+                        next,
+                        end,
+                    )
+                    .await
                     {
                         Ok(Probe::Done) => {
                             state.ends.remove(&bucket);
