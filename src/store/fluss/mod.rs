@@ -7,8 +7,9 @@
 //!   tiers into (its system columns and options, see [`schema`]), and turns
 //!   `table.datalake.enabled` on.
 //! - Reads follow Fluss's own union read: the readable lake snapshot gives the
-//!   Paimon snapshot and, per bucket, the log offset tiering has reached
-//!   (exclusive); the log is read from there to the latest offset fixed now.
+//!   Paimon snapshot (or a newer one others committed on top, see [`lake`])
+//!   and, per bucket, the log offset tiering has reached (exclusive); the log
+//!   is read from there to the latest offset fixed now ([`log`], [`probe`]).
 //! - Writes go through fluss-rs and return once Fluss acknowledged them.
 //! - A table's identity is its Fluss table id, which a `DROP`/`CREATE` in any
 //!   process changes. Nothing cached serves another id: every write asks

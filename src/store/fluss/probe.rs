@@ -18,11 +18,11 @@
 //!   little before `next`) shows that a fetch answered after the read was
 //!   planned has arrived. Fluss answers a fetch with every batch from its
 //!   offset up to the log's end at that moment (which is at or past `end`),
-//!   up to `client.scanner.log.fetch.max-bytes-for-bucket`; once that answer
-//!   is read and no record in `[next, end)` came with it, there is none.
-//!   (The one case this cannot see is more than that many bytes of batches
-//!   without records in a row; the probe then finds nothing sure, and the
-//!   read goes on waiting, and fails after the request timeout.)
+//!   up to `client.scanner.log.fetch.max-bytes-for-bucket` or the end of a
+//!   log segment; once that answer is read, and the next answer (which Fluss
+//!   gives at once when the log has more before its end) brought nothing
+//!   within a settling time, no record lies in `[next, end)`. The read's own
+//!   scanner has found none for a second by then as well.
 //!
 //! Anything else is [`Probe::Unknown`]: the read keeps waiting. That is the
 //! case of a log with no record at all before its tail of batches without
@@ -42,6 +42,8 @@ use crate::error::Result;
 const PROBE_POLL: Duration = Duration::from_millis(300);
 /// How long one probe from one offset may take.
 const PROBE_TIME: Duration = Duration::from_secs(3);
+/// How long a probe waits for more after the answer with its sentinel.
+const SETTLE: Duration = Duration::from_secs(1);
 
 /// What a probe found out about `[next, end)` of a bucket's log.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -110,7 +112,8 @@ async fn probe_from(
         .bounded("probe the log of", scanner.subscribe(bucket, from))
         .await?;
     let deadline = tokio::time::Instant::now() + PROBE_TIME;
-    let mut sentinel = false;
+    // Since when the probe has brought nothing after its last sentinel.
+    let mut quiet_since: Option<tokio::time::Instant> = None;
     loop {
         // A probe that fails (e.g. `from` is no longer in the log) is not
         // sure of anything; the read goes on.
@@ -119,7 +122,10 @@ async fn probe_from(
         };
         if polled.is_empty() {
             // Every record of the answer that brought the sentinel is read.
-            if sentinel {
+            // The probe waits a little longer for the next answer, which
+            // Fluss gives at once while the log has more before its end (an
+            // answer stops at the end of a log segment).
+            if quiet_since.is_some_and(|since| since.elapsed() >= SETTLE) {
                 return Ok(Probe::Done);
             }
             if tokio::time::Instant::now() >= deadline {
@@ -139,7 +145,7 @@ async fn probe_from(
                 if next < 0 || offset >= next {
                     return Ok(Probe::Pending);
                 }
-                sentinel = true;
+                quiet_since = Some(tokio::time::Instant::now());
             }
         }
     }
