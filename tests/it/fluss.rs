@@ -41,7 +41,7 @@ fn script() -> PathBuf {
 impl Cluster {
     /// Starts a cluster whose state is recorded under `dir`, stopped by a
     /// watchdog when this process exits.
-    fn start(dir: &Path) -> Result<Self, String> {
+    pub(crate) fn start(dir: &Path) -> Result<Self, String> {
         Self::start_with(dir, &[])
     }
 
@@ -291,7 +291,7 @@ pub(crate) async fn run(ctx: &LakeStreamContext, sql: &str) -> Vec<RecordBatch> 
     }
 }
 
-async fn fails(ctx: &LakeStreamContext, sql: &str) -> String {
+pub(crate) async fn fails(ctx: &LakeStreamContext, sql: &str) -> String {
     match query(ctx, sql).await {
         Ok(_) => panic!("{sql}: expected an error"),
         Err(e) => e.to_string(),
@@ -603,7 +603,12 @@ async fn options_are_checked_and_secrets_stay_hidden() {
 }
 
 /// Waits until `sql` returns `expected`, polling; fails after `patience`.
-async fn eventually(ctx: &LakeStreamContext, sql: &str, expected: &[&str], patience: Duration) {
+pub(crate) async fn eventually(
+    ctx: &LakeStreamContext,
+    sql: &str,
+    expected: &[&str],
+    patience: Duration,
+) {
     let deadline = Instant::now() + patience;
     loop {
         let got = lines(&run(ctx, sql).await);

@@ -15,6 +15,8 @@ mod fluss_atomicity;
 mod fluss_durability;
 #[cfg(feature = "fluss")]
 mod fluss_history;
+#[cfg(feature = "fluss")]
+mod fluss_reads;
 mod history;
 mod local_store;
 mod memory_store;

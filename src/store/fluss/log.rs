@@ -17,18 +17,23 @@ use arrow::compute::{cast, take};
 use arrow::datatypes::SchemaRef;
 use datafusion::execution::SendableRecordBatchStream;
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
-use fluss::client::{BoundedLogReadRange, FlussConnection, RecordBatchLogReader};
+use fluss::client::{BoundedLogReadRange, FlussConnection, RecordBatchLogReader, EARLIEST_OFFSET};
 use fluss::metadata::TableBucket;
 use fluss::record::{ChangeType, ScanRecord};
 use futures::{Stream, StreamExt};
 
 use super::arrow_bridge::{self, Batch59};
+use super::probe::{probe_end, Probe};
 use super::Target;
 use crate::error::{Error, Result};
 use crate::store::{RowKind, StoreLog};
 
 /// How long one poll of the cluster waits for data.
 const POLL_TIMEOUT: Duration = Duration::from_millis(500);
+
+/// How long a bounded change read waits for records before it probes where
+/// the stalled buckets' logs end.
+const PROBE_AFTER: Duration = Duration::from_secs(1);
 
 /// One bucket's part of a read: `[start, end)`; `end` is `None` when following.
 #[derive(Debug, Clone, Copy)]
@@ -237,14 +242,17 @@ impl LogReader {
                 .bounded("read the changes of", scanner.subscribe_buckets(&offsets))
                 .await?;
             let ends: HashMap<i32, i64> = ranges.iter().map(|r| (r.bucket, r.end)).collect();
-            Ok((scanner, ends))
+            let next: HashMap<i32, i64> = ranges.iter().map(|r| (r.bucket, r.start)).collect();
+            Ok((scanner, ends, next))
         };
-        after_setup(setup, move |(scanner, ends)| {
+        after_setup(setup, move |(scanner, ends, next)| {
             let state = ChangeState {
                 scanner,
                 ends,
+                next,
                 bounded,
                 idle: Duration::ZERO,
+                probed: Duration::ZERO,
             };
             futures::stream::unfold((state, self), |(mut state, this)| async move {
                 if state.bounded && state.ends.is_empty() {
@@ -268,23 +276,70 @@ impl LogReader {
             }
         };
         if polled.is_empty() && state.bounded {
+            state.idle += POLL_TIMEOUT;
+            // A bucket whose log ends in batches without records (Fluss
+            // writes one when a write changed nothing, e.g. a delete of a key
+            // it does not hold) never brings a record at `end - 1`: once the
+            // scanner stalls, a probe finds out whether records are still to
+            // come or the log holds none before the end.
+            if state.idle >= state.probed + PROBE_AFTER {
+                let probing = std::time::Instant::now();
+                let mut out = Vec::new();
+                let pending: Vec<(i32, i64)> = state.ends.iter().map(|(b, e)| (*b, *e)).collect();
+                for (bucket, end) in pending {
+                    let next = state.next.get(&bucket).copied().unwrap_or(EARLIEST_OFFSET);
+                    match probe_end(
+                        &self.target,
+                        &self.connection,
+                        self.table_id,
+                        bucket,
+                        next,
+                        end,
+                    )
+                    .await
+                    {
+                        Ok(Probe::Done) => {
+                            state.ends.remove(&bucket);
+                            if let Err(e) = state.scanner.unsubscribe(bucket).await {
+                                out.push(Err(self.target.fluss_error("read the changes of", e)));
+                            }
+                        }
+                        Ok(Probe::Pending | Probe::Unknown) => {}
+                        Err(e) => {
+                            state.ends.clear();
+                            return vec![Err(e)];
+                        }
+                    }
+                }
+                // Probes take time too: the request timeout bounds it all.
+                state.idle += probing.elapsed();
+                state.probed = state.idle;
+                if !out.is_empty() || state.ends.is_empty() {
+                    state.idle = Duration::ZERO;
+                    state.probed = Duration::ZERO;
+                    return out;
+                }
+            }
             // A bounded read that makes no progress for the request timeout
             // fails rather than waiting forever for offsets that never come.
-            state.idle += POLL_TIMEOUT;
             if state.idle >= self.target.request_timeout {
                 let buckets: Vec<String> = state
                     .ends
                     .iter()
-                    .map(|(bucket, end)| format!("bucket {bucket} up to offset {end}"))
+                    .map(|(bucket, end)| {
+                        let next = state.next.get(bucket).copied().unwrap_or(EARLIEST_OFFSET);
+                        format!("bucket {bucket} from offset {next} up to offset {end}")
+                    })
                     .collect();
                 state.ends.clear();
                 return vec![Err(self.target.unavailable(
                     "read the changes of",
                     format!(
                         "no records arrived for {:?} before the end fixed at planning ({}). \
-                        Fluss ends a bucket's log with an empty batch when a write changed \
-                        nothing (a delete of a key it does not hold); such a read cannot see \
-                        where the log ends. Read again after the next write",
+                        Where no record precedes them, batches without records (Fluss logs one \
+                        when a write changed nothing, e.g. another client's delete of a key it \
+                        does not hold) do not show where the log ends. Once a write that \
+                        changes a row reaches the table, run the query again",
                         self.target.request_timeout,
                         buckets.join(", ")
                     ),
@@ -306,6 +361,9 @@ impl LogReader {
                 i64::MAX
             };
             let kept: Vec<&ScanRecord> = records.iter().filter(|r| r.offset() < end).collect();
+            if let Some(last) = records.iter().map(ScanRecord::offset).max() {
+                state.next.insert(id, last + 1);
+            }
             if records.iter().any(|r| r.offset() >= end - 1) {
                 done.push(id);
             }
@@ -422,6 +480,11 @@ struct ChangeState {
     scanner: fluss::client::LogScanner,
     /// Buckets still to finish, with their end offsets (bounded reads).
     ends: HashMap<i32, i64>,
+    /// Per bucket, the first offset whose record has not arrived yet.
+    next: HashMap<i32, i64>,
     bounded: bool,
+    /// How long the scanner has brought nothing.
     idle: Duration,
+    /// `idle` when the stalled buckets were last probed.
+    probed: Duration,
 }

@@ -7,8 +7,9 @@
 //!   tiers into (its system columns and options, see [`schema`]), and turns
 //!   `table.datalake.enabled` on.
 //! - Reads follow Fluss's own union read: the readable lake snapshot gives the
-//!   Paimon snapshot and, per bucket, the log offset tiering has reached
-//!   (exclusive); the log is read from there to the latest offset fixed now.
+//!   Paimon snapshot (or a newer one others committed on top, see [`lake`])
+//!   and, per bucket, the log offset tiering has reached (exclusive); the log
+//!   is read from there to the latest offset fixed now ([`log`], [`probe`]).
 //! - Writes go through fluss-rs and return once Fluss acknowledged them.
 //! - A table's identity is its Fluss table id, which a `DROP`/`CREATE` in any
 //!   process changes. Nothing cached serves another id: every write asks
@@ -21,8 +22,10 @@
 //! fluss-rs speaks arrow 59; [`arrow_bridge`] crosses to arrow 58.
 
 mod arrow_bridge;
+mod lake;
 mod log;
 mod options;
+mod probe;
 mod schema;
 
 use std::collections::HashMap;
@@ -994,6 +997,20 @@ impl FlussStore {
                     };
                     for i in 0..count {
                         row.set_row_id(i);
+                        // A delete is sent as the row's upsert, then its
+                        // delete: Fluss's key-value store does not hold keys
+                        // that reached Paimon some other way (a load while
+                        // the mode was off), or that another writer deleted
+                        // meanwhile; a bare delete of such a key changes
+                        // nothing, so tiering would never remove it from
+                        // Paimon, and Fluss logs it as a batch without
+                        // records. Both are in one bucket, in this order.
+                        if kind == WriteKind::Delete {
+                            match upsert.upsert(&row) {
+                                Ok(queued) => pending.push(queued),
+                                Err(e) => return Err(failed(&pending, e)),
+                            }
+                        }
                         let queued = if kind == WriteKind::Delete {
                             upsert.delete(&row)
                         } else {
@@ -1312,14 +1329,19 @@ impl FlussStore {
             })
             .await?;
         let (snapshot_id, tiered): (Option<i64>, HashMap<i32, i64>) = match &lake {
-            Some(lake) => (
-                Some(lake.snapshot_id),
-                lake.bucket_snapshots
+            Some(lake) => {
+                let tiered = lake
+                    .bucket_snapshots
                     .iter()
                     .filter(|b| b.partition_id.is_none())
                     .filter_map(|b| b.log_offset.map(|o| (b.bucket_id, o)))
-                    .collect(),
-            ),
+                    .collect();
+                lake::check_offsets(&target, lake.snapshot_id, &tiered, &ends)?;
+                (
+                    Some(lake::read_snapshot(table, lake.snapshot_id).await?),
+                    tiered,
+                )
+            }
             None => (self.base_snapshot(table).await?, HashMap::new()),
         };
         let ranges = buckets
