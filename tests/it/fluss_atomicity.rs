@@ -1,9 +1,10 @@
 //! What a statement promises on Fluss (issue 11, item 5). Fluss has no
 //! transactions: a statement's rows are sent in batches, each acknowledged
 //! on its own. A statement whose process dies part-way leaves some of its
-//! rows; the Fluss store promises that they are, per bucket, a prefix of the
-//! statement's rows in order, each exactly once (the writer is idempotent).
-//! docs/fluss.md states it; this test pins it down with `kill -9`.
+//! rows, each exactly once (the writer is idempotent). They need not be the
+//! first ones: DataFusion may produce a statement's rows from several
+//! partitions at once. docs/fluss.md states it; this test pins it down with
+//! `kill -9`.
 
 use std::io::{BufRead, BufReader};
 use std::time::{Duration, Instant};
@@ -108,11 +109,9 @@ async fn kill_statement_into(ctx: &LakeStreamContext, table: &str) {
     eprintln!("{table}: killed after {:?}", t0.elapsed());
 }
 
-/// A killed statement leaves a prefix of its rows, each once: on a log
-/// table with one bucket, the rows `1..=n` for some `n`; on a primary-key
-/// table with one bucket, the keys `1..=n`.
+/// A killed statement leaves some of its rows, each once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_killed_statement_leaves_a_prefix_of_its_rows_each_once() {
+async fn a_killed_statement_leaves_some_of_its_rows_each_once() {
     let cluster = tokio::task::spawn_blocking(cluster).await.expect("cluster");
     let harness = FlussHarness::on(cluster);
     let (_warehouse, ctx) = open(&harness, StoreCondition::Reachable).await;
@@ -136,7 +135,7 @@ async fn a_killed_statement_leaves_a_prefix_of_its_rows_each_once() {
             rows, distinct,
             "{table}: a row of the statement is there twice"
         );
-        assert_eq!(max, rows, "{table}: the rows are not a prefix 1..={rows}");
+        assert!(max <= ROWS, "{table}: a row the statement never wrote");
         assert!(
             rows > 0 && rows < ROWS,
             "{table}: the kill did not fall inside the statement ({rows} rows)"

@@ -12,7 +12,9 @@
 //!
 //! Checked:
 //! - (a) every read of `t$rt` holds each id at most once, no id that was
-//!   never written, and every id acknowledged before the read was planned;
+//!   never written or that was acknowledged before a drop of the table, and
+//!   every id acknowledged before the read was planned whose statement began
+//!   after the last drop (rows written while the mode was off included);
 //! - (b) at the end, `t$rt` holds every acknowledged id, plus ids whose
 //!   statement's outcome is unknown (its writer was killed while it ran, or
 //!   the error says so), which may be present or absent; Paimon (`t`) holds
@@ -24,8 +26,9 @@
 //!
 //! `LAKESTREAM_FLUSS_HISTORY_SEED` replays a seed's plan (the run prints
 //! it); `LAKESTREAM_FLUSS_HISTORY_SECS` sets the length (default 40);
-//! `LAKESTREAM_FLUSS_HISTORY_FAULTS` picks the faults, of `kill` (writers)
-//! and `restart` (tablet servers), default both.
+//! `LAKESTREAM_FLUSS_HISTORY_FAULTS` picks the faults, of `kill` (writers),
+//! `restart` (tablet servers), `ddl` (`DROP TABLE` + `CREATE TABLE`) and
+//! `mode` (turning the mode off and on), default all.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, BufReader};
@@ -62,6 +65,16 @@ impl Rng {
     fn below(&mut self, n: u64) -> u64 {
         self.next() % n
     }
+}
+
+/// `CREATE TABLE` of one of [`TABLES`].
+fn create(table: &str) -> String {
+    let key = if table == "hk" {
+        "id BIGINT NOT NULL, w INT, PRIMARY KEY (id)"
+    } else {
+        "id BIGINT, w INT"
+    };
+    format!("CREATE TABLE {table} ({key}) WITH ('bucket' = '2', 'lakestream.enabled' = 'true')")
 }
 
 /// The table an id goes to.
@@ -117,16 +130,22 @@ enum Outcome {
     InFlight,
 }
 
-/// The record of every writer's lines.
+/// The record of every writer's lines, and of the drops.
 #[derive(Default)]
 struct Record {
     ids: BTreeMap<i64, Outcome>,
+    /// When each id's `TRY` line arrived.
+    tried: BTreeMap<i64, Instant>,
     /// The id each live writer is trying, by writer slot.
     trying: BTreeMap<usize, i64>,
+    /// `DROP TABLE` + `CREATE TABLE` that succeeded: table, began, ended.
+    drops: Vec<(&'static str, Instant, Instant)>,
 }
 
 impl Record {
     fn take(&mut self, slot: usize, line: &str) {
+        // The test harness prints `test <name> ... ` before the first line.
+        let line = line.rsplit_once(" ... ").map_or(line, |(_, rest)| rest);
         let mut parts = line.splitn(3, ' ');
         let (Some(kind), Some(id)) = (parts.next(), parts.next()) else {
             return;
@@ -135,6 +154,7 @@ impl Record {
         match kind {
             "TRY" => {
                 self.ids.insert(id, Outcome::InFlight);
+                self.tried.insert(id, Instant::now());
                 self.trying.insert(slot, id);
             }
             "ACK" => {
@@ -192,9 +212,19 @@ async fn read_ids(
     Ok(out)
 }
 
-/// (a) for one read: each id once, only written ids, every id acknowledged
-/// before `planned`.
+/// (a) for one read: each id once, only written ids, no id acknowledged
+/// before a drop of the table that ended before `planned`, and every id
+/// acknowledged before `planned` whose statement began after the last such
+/// drop.
 fn check_read(record: &Record, table: &str, ids: &[i64], planned: Instant) -> Vec<String> {
+    // Lines reach this process a little after they were printed.
+    let margin = Duration::from_millis(500);
+    let drops: Vec<(Instant, Instant)> = record
+        .drops
+        .iter()
+        .filter(|(t, _, ended)| *t == table && *ended <= planned)
+        .map(|(_, began, ended)| (*began, *ended))
+        .collect();
     let mut problems = Vec::new();
     let mut seen = BTreeSet::new();
     for id in ids {
@@ -206,6 +236,13 @@ fn check_read(record: &Record, table: &str, ids: &[i64], planned: Instant) -> Ve
             Some(Outcome::Failed(message)) => problems.push(format!(
                 "{table}$rt holds id {id}, whose statement failed with: {message}"
             )),
+            Some(Outcome::Acked(at)) => {
+                if drops.iter().any(|(began, _)| *at < *began) {
+                    problems.push(format!(
+                        "{table}$rt holds id {id}, acknowledged before the table was dropped"
+                    ));
+                }
+            }
             Some(_) => {}
         }
     }
@@ -213,8 +250,12 @@ fn check_read(record: &Record, table: &str, ids: &[i64], planned: Instant) -> Ve
         if table_of(*id) != table {
             continue;
         }
+        let after_drops = record
+            .tried
+            .get(id)
+            .is_some_and(|tried| drops.iter().all(|(_, ended)| *tried > *ended + margin));
         if let Outcome::Acked(at) = outcome {
-            if *at < planned && !seen.contains(id) {
+            if *at < planned && after_drops && !seen.contains(id) {
                 problems.push(format!(
                     "{table}$rt misses id {id}, acknowledged before the read was planned"
                 ));
@@ -289,9 +330,11 @@ async fn fluss_history() {
         .and_then(|s| s.parse().ok())
         .unwrap_or(40);
     let faults = std::env::var("LAKESTREAM_FLUSS_HISTORY_FAULTS")
-        .unwrap_or_else(|_| "kill,restart".to_string());
+        .unwrap_or_else(|_| "kill,restart,ddl,mode".to_string());
     let kills = faults.contains("kill");
     let restarts = faults.contains("restart");
+    let ddl = faults.contains("ddl");
+    let modes = faults.contains("mode");
     eprintln!("fluss history seed: {seed} ({secs} s, faults: {faults})");
     let mut rng = Rng(seed.max(1));
 
@@ -317,17 +360,9 @@ async fn fluss_history() {
     .unwrap_or_else(|e| panic!("no Fluss cluster for the history: {e}"));
     let harness = FlussHarness::on(&cluster).with("fluss.table.datalake.freshness", "2s");
     let (_warehouse, ctx) = open(&harness, StoreCondition::Reachable).await;
-    run(
-        &ctx,
-        "CREATE TABLE hk (id BIGINT NOT NULL, w INT, PRIMARY KEY (id)) \
-         WITH ('bucket' = '2', 'lakestream.enabled' = 'true')",
-    )
-    .await;
-    run(
-        &ctx,
-        "CREATE TABLE hl (id BIGINT, w INT) WITH ('bucket' = '2', 'lakestream.enabled' = 'true')",
-    )
-    .await;
+    for table in TABLES {
+        run(&ctx, &create(table)).await;
+    }
     {
         let cluster = cluster.clone();
         tokio::task::spawn_blocking(move || cluster.run("tiering-start"))
@@ -353,6 +388,8 @@ async fn fluss_history() {
     let end = Instant::now() + Duration::from_secs(secs);
     let mut reads = 0;
     let mut restarted = false;
+    // Tables whose mode is off now.
+    let mut off: BTreeSet<&str> = BTreeSet::new();
     while Instant::now() < end {
         tokio::time::sleep(Duration::from_millis(500)).await;
         drain(&mut record, &lines);
@@ -378,8 +415,44 @@ async fn fluss_history() {
                     cluster.run_args(&["restart-tablet", &id.to_string()])
                 }));
             }
+            5 if ddl => {
+                let table = TABLES[usize::try_from(rng.below(2)).unwrap_or(0)];
+                drain(&mut record, &lines);
+                let began = Instant::now();
+                match query(&ctx, &format!("DROP TABLE {table}")).await {
+                    Ok(_) => {
+                        off.remove(table);
+                        run(&ctx, &create(table)).await;
+                        drain(&mut record, &lines);
+                        record.drops.push((table, began, Instant::now()));
+                        events.push(format!("dropped and created {table}"));
+                    }
+                    Err(e) => events.push(format!("DROP TABLE {table} refused: {e}")),
+                }
+            }
+            6 if modes => {
+                let table = TABLES[usize::try_from(rng.below(2)).unwrap_or(0)];
+                let on = off.contains(table);
+                let sql = format!(
+                    "ALTER TABLE {table} SET TBLPROPERTIES ('lakestream.enabled' = '{on}')"
+                );
+                match query(&ctx, &sql).await {
+                    Ok(_) if on => {
+                        off.remove(table);
+                        events.push(format!("turned {table} on"));
+                    }
+                    Ok(_) => {
+                        off.insert(table);
+                        events.push(format!("turned {table} off"));
+                    }
+                    Err(e) => events.push(format!("{sql} refused: {e}")),
+                }
+            }
             2..=4 => {
                 let table = TABLES[usize::try_from(rng.below(2)).unwrap_or(0)];
+                if off.contains(table) {
+                    continue;
+                }
                 let planned = Instant::now();
                 match read_ids(&ctx, table, true).await {
                     Ok(ids) => {
@@ -401,6 +474,13 @@ async fn fluss_history() {
     }
     if let Some(done) = restart.take() {
         done.await.expect("join").expect("restart a tablet server");
+    }
+    for table in off {
+        run(
+            &ctx,
+            &format!("ALTER TABLE {table} SET TBLPROPERTIES ('lakestream.enabled' = 'true')"),
+        )
+        .await;
     }
 
     // (b) and (c): once tiering caught up, `t` and `t$rt` agree.
