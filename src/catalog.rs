@@ -463,14 +463,18 @@ impl LakeStreamCatalog {
 
 impl LakeStreamCatalog {
     /// Turning the mode off: the store tiers what Paimon lacks first, where it
-    /// can. Off always succeeds, store or no store: it touches only the
-    /// catalog; what could not be tiered is left in the store, and a notice
-    /// says so, with how many rows wait (or that the count is unknown, and
-    /// why) and the command that tiers them.
-    async fn disable(&self, identifier: &Identifier) {
+    /// can. Off succeeds store or no store: it touches only the catalog;
+    /// what could not be tiered is left in the store, and a notice says so,
+    /// with how many rows wait (or that the count is unknown, and why) and
+    /// the command that tiers them. A store whose own service tiers stops
+    /// that service tiering the table, and refuses (the one error) while it
+    /// holds rows the service has not tiered yet. Answers the table as it
+    /// was, when its mode was on.
+    async fn disable(&self, identifier: &Identifier) -> Result<Option<Table>> {
         let Ok(Some(table)) = self.lakestream_table(identifier).await else {
-            return;
+            return Ok(None);
         };
+        let before = table.clone();
         let name = identifier.full_name();
         let Ok(store) = self.store.require("turning the mode off", identifier) else {
             // Only a catalog that names a store turns the mode on, so the
@@ -484,7 +488,7 @@ impl LakeStreamCatalog {
                 self.name,
                 tier_command(identifier, None)
             ));
-            return;
+            return Ok(Some(before));
         };
         // A store that cannot be reached is reported as such, below.
         let mismatch = match store.get().await {
@@ -499,7 +503,7 @@ impl LakeStreamCatalog {
                  writing to '{name}' again, tier them through that store: {}",
                 tier_command(identifier, None)
             ));
-            return;
+            return Ok(Some(before));
         }
         let tiered = store
             .call("tier before turning the mode off", |s| {
@@ -508,14 +512,37 @@ impl LakeStreamCatalog {
             })
             .await;
         let error = match tiered {
-            Ok(_) => return,
-            Err(Error::TieringElsewhere { store }) => {
-                self.notice(format!(
-                    "lake-stream mode of '{name}' is off; store '{store}' tiers with its own \
-                     service, which still writes the rows it holds for '{name}' into Paimon \
-                     as it runs"
-                ));
-                return;
+            Ok(_) => return Ok(Some(before)),
+            Err(Error::TieringElsewhere { store: id }) => {
+                let stopped = store
+                    .call("stop tiering before turning the mode off", |s| {
+                        let table = table.clone();
+                        async move { s.stop_tiering(&table).await }
+                    })
+                    .await;
+                let notice = match stopped {
+                    Ok(()) => format!(
+                        "lake-stream mode of '{name}' is off; store '{id}' held no rows of \
+                         '{name}' that Paimon lacks, and its tiering service no longer tiers \
+                         the table"
+                    ),
+                    Err(e @ Error::UntieredRows { .. }) => return Err(e),
+                    Err(Error::StoreTableMissing { .. }) => format!(
+                        "lake-stream mode of '{name}' is off; store '{id}' has no table for \
+                         '{name}', so no rows of it wait there"
+                    ),
+                    Err(e) => format!(
+                        "lake-stream mode of '{name}' is off, but store '{id}' could not be \
+                         asked whether rows of '{name}' wait in it, nor to stop its tiering \
+                         service tiering the table ({e}). If rows wait there, that service may \
+                         still write them into Paimon, over rows written to '{name}' directly. \
+                         Before writing to '{name}' again, once the store answers, turn the \
+                         mode on and off again through this catalog: turning it off then waits \
+                         for them"
+                    ),
+                };
+                self.notice(notice);
+                return Ok(Some(before));
             }
             Err(e) => e,
         };
@@ -540,6 +567,7 @@ impl LakeStreamCatalog {
             store.identifier(),
             tier_command(identifier, Some(store.identifier()))
         ));
+        Ok(Some(before))
     }
 }
 
@@ -1017,7 +1045,27 @@ impl Catalog for LakeStreamCatalog {
                     });
                 }
             }
-            Some(false) => Box::pin(self.disable(identifier)).await,
+            Some(false) => {
+                let before = Box::pin(self.disable(identifier))
+                    .await
+                    .map_err(Error::into_paimon)?;
+                let altered = self
+                    .inner
+                    .alter_table(identifier, changes, ignore_if_not_exists)
+                    .await;
+                if let (Err(_), Some(table)) = (&altered, before) {
+                    // The mode stays on: the store serves (and tiers) the
+                    // table again. Best effort; the error is the one to report.
+                    if let Ok(store) = self.store.require("turning the mode off", identifier) {
+                        let _ = store
+                            .call("attach the table again", |s| async move {
+                                s.attach_table(&table).await
+                            })
+                            .await;
+                    }
+                }
+                return altered;
+            }
             None => {}
         }
         self.inner

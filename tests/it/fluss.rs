@@ -27,10 +27,10 @@ use crate::slt::{StoreCondition, StoreHarness};
 use crate::support::{CatalogKind, TestWarehouse};
 
 /// A running cluster: its address and the Paimon warehouse it tiers into.
-struct Cluster {
-    bootstrap: String,
-    warehouse: PathBuf,
-    state_file: PathBuf,
+pub(crate) struct Cluster {
+    pub(crate) bootstrap: String,
+    pub(crate) warehouse: PathBuf,
+    pub(crate) state_file: PathBuf,
 }
 
 fn script() -> PathBuf {
@@ -40,7 +40,7 @@ fn script() -> PathBuf {
 impl Cluster {
     /// Starts a cluster whose state is recorded under `dir`, stopped by a
     /// watchdog when this process exits.
-    fn start(dir: &Path) -> Result<Self, String> {
+    pub(crate) fn start(dir: &Path) -> Result<Self, String> {
         std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
         let state_file = dir.join("cluster.state");
         let output = Command::new(script())
@@ -83,7 +83,7 @@ impl Cluster {
         })
     }
 
-    fn run(&self, command: &str) -> Result<(), String> {
+    pub(crate) fn run(&self, command: &str) -> Result<(), String> {
         let status = Command::new(script())
             .arg(command)
             .env("FLUSS_STATE_FILE", &self.state_file)
@@ -102,7 +102,7 @@ impl Cluster {
     }
 
     /// Fluss's client, for setting up the Fluss side by hand.
-    async fn connection(&self) -> FlussConnection {
+    pub(crate) async fn connection(&self) -> FlussConnection {
         let config = Config {
             bootstrap_servers: self.bootstrap.clone(),
             ..Config::default()
@@ -144,7 +144,7 @@ fn spawn_watchdog(state_file: &Path, dir: &Path) {
 }
 
 /// The cluster of this test process.
-fn cluster() -> &'static Cluster {
+pub(crate) fn cluster() -> &'static Cluster {
     static CLUSTER: OnceLock<Result<Cluster, String>> = OnceLock::new();
     let started = CLUSTER.get_or_init(|| {
         let dir =
@@ -158,7 +158,7 @@ fn cluster() -> &'static Cluster {
 }
 
 /// A closed loopback port: connecting to it is refused at once.
-fn closed_port() -> String {
+pub(crate) fn closed_port() -> String {
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind a loopback port");
     let address = listener.local_addr().expect("local address");
     drop(listener);
@@ -173,7 +173,7 @@ pub struct FlussHarness {
 }
 
 impl FlussHarness {
-    fn on(cluster: &Cluster) -> Self {
+    pub(crate) fn on(cluster: &Cluster) -> Self {
         Self {
             bootstrap: cluster.bootstrap.clone(),
             warehouse: cluster.warehouse.clone(),
@@ -181,7 +181,7 @@ impl FlussHarness {
         }
     }
 
-    fn with(mut self, key: &str, value: &str) -> Self {
+    pub(crate) fn with(mut self, key: &str, value: &str) -> Self {
         self.extra.push((key.to_string(), value.to_string()));
         self
     }
@@ -230,20 +230,20 @@ async fn conformance_fluss() {
     crate::slt::conformance(Arc::new(FlussHarness::on(cluster))).await;
 }
 
-async fn query(ctx: &LakeStreamContext, sql: &str) -> datafusion::error::Result<Vec<RecordBatch>> {
+pub(crate) async fn query(ctx: &LakeStreamContext, sql: &str) -> datafusion::error::Result<Vec<RecordBatch>> {
     // Boxed: planning futures are large in debug builds, and a test body
     // awaiting many of them would otherwise overflow the test thread's stack.
     Box::pin(async { ctx.sql(sql).await?.collect().await }).await
 }
 
-async fn run(ctx: &LakeStreamContext, sql: &str) -> Vec<RecordBatch> {
+pub(crate) async fn run(ctx: &LakeStreamContext, sql: &str) -> Vec<RecordBatch> {
     match query(ctx, sql).await {
         Ok(batches) => batches,
         Err(e) => panic!("{sql}: {e}"),
     }
 }
 
-async fn fails(ctx: &LakeStreamContext, sql: &str) -> String {
+pub(crate) async fn fails(ctx: &LakeStreamContext, sql: &str) -> String {
     match query(ctx, sql).await {
         Ok(_) => panic!("{sql}: expected an error"),
         Err(e) => e.to_string(),
@@ -251,7 +251,7 @@ async fn fails(ctx: &LakeStreamContext, sql: &str) -> String {
 }
 
 /// The rows of a result as `a|b|c` lines, sorted.
-fn lines(batches: &[RecordBatch]) -> Vec<String> {
+pub(crate) fn lines(batches: &[RecordBatch]) -> Vec<String> {
     let mut out = Vec::new();
     for batch in batches {
         for row in 0..batch.num_rows() {
@@ -267,7 +267,7 @@ fn lines(batches: &[RecordBatch]) -> Vec<String> {
     out
 }
 
-async fn open(
+pub(crate) async fn open(
     harness: &FlussHarness,
     condition: StoreCondition,
 ) -> (TestWarehouse, LakeStreamContext) {
@@ -555,7 +555,7 @@ async fn options_are_checked_and_secrets_stay_hidden() {
 }
 
 /// Waits until `sql` returns `expected`, polling; fails after `patience`.
-async fn eventually(ctx: &LakeStreamContext, sql: &str, expected: &[&str], patience: Duration) {
+pub(crate) async fn eventually(ctx: &LakeStreamContext, sql: &str, expected: &[&str], patience: Duration) {
     let deadline = Instant::now() + patience;
     loop {
         let got = lines(&run(ctx, sql).await);
@@ -783,7 +783,7 @@ async fn the_fluss_walkthrough_runs() {
     );
     assert_eq!(notice.len(), 1, "{notice:?}");
     assert!(
-        notice[0].contains("store 'fluss' tiers with its own service"),
+        notice[0].contains("its tiering service no longer tiers the table"),
         "{notice:?}"
     );
 }

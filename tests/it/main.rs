@@ -9,6 +9,8 @@ mod embed;
 mod faults;
 #[cfg(feature = "fluss")]
 mod fluss;
+#[cfg(feature = "fluss")]
+mod fluss_lifecycle;
 mod history;
 mod local_store;
 mod memory_store;

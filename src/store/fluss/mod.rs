@@ -139,6 +139,41 @@ pub enum FlussStoreError {
         /// `read`, `written`.
         what: String,
     },
+    /// A Fluss table of the name exists and was written to, but the Paimon
+    /// table was never served by it: it is an earlier table's, left by a
+    /// drop that did not remove it.
+    #[error(
+        "the Fluss table '{table}' at '{servers}' holds rows ({records} change-log records) of \
+         an earlier table named '{table}', but the Paimon table '{table}' was never served by \
+         it: a drop of the earlier table (by another engine, or through a catalog without the \
+         Fluss store) left it behind. Its rows must not show in the new table, so it is not \
+         attached. Drop the Fluss table (it is created afresh from the Paimon table), then \
+         turn the mode on again"
+    )]
+    Leftover {
+        /// The table's full name.
+        table: String,
+        /// The bootstrap servers.
+        servers: String,
+        /// How many change-log records its buckets reach.
+        records: i64,
+    },
+    /// Fluss answered that it has no such table, but its coordinator has it.
+    #[error(
+        "the Fluss cluster at '{servers}' could not {operation} '{table}': a server answered \
+         that the table does not exist, but Fluss's coordinator has it, so the answer came \
+         from servers whose view of the table is out of date (a tablet server down or \
+         restarting, or metadata not yet caught up with a table created again). Try again; \
+         if it persists, check the cluster's tablet servers"
+    )]
+    NotSeen {
+        /// The table's full name.
+        table: String,
+        /// The bootstrap servers.
+        servers: String,
+        /// What was asked.
+        operation: String,
+    },
     /// A write failed after some of its rows may have reached Fluss.
     #[error(
         "the write to '{table}' failed after its rows were handed to the Fluss cluster at \
@@ -812,6 +847,117 @@ impl FlussStore {
         Ok(())
     }
 
+    /// Turns Fluss's tiering of the table on or off.
+    async fn set_tiering(&self, target: &Target, on: bool) -> Result<()> {
+        let admin = self
+            .connection
+            .get_admin()
+            .map_err(|e| target.fluss_error("reach", e))?;
+        let changes = AlterTableChanges {
+            config_changes: vec![AlterConfig::new(
+                DATALAKE_ENABLED,
+                Some(on.to_string()),
+                AlterConfigOpType::Set,
+            )],
+            ..Default::default()
+        };
+        let operation = if on {
+            "turn tiering on for"
+        } else {
+            "turn tiering off for"
+        };
+        target
+            .bounded(operation, admin.alter_table(&target.path, false, changes))
+            .await
+    }
+
+    /// The latest offset of every bucket of the table.
+    async fn latest_offsets(&self, target: &Target, info: &TableInfo) -> Result<HashMap<i32, i64>> {
+        let admin = self
+            .connection
+            .get_admin()
+            .map_err(|e| target.fluss_error("reach", e))?;
+        let buckets: Vec<i32> = (0..info.get_num_buckets()).collect();
+        target
+            .retrying("find the latest offsets of", || {
+                admin.list_offsets(&target.path, &buckets, OffsetSpec::Latest)
+            })
+            .await
+    }
+
+    /// The change-log records of the table that Fluss's tiering has not
+    /// committed into Paimon: per bucket, from the offset its newest lake
+    /// snapshot reached (the log's start without one) to the latest offset,
+    /// as `(bucket, from, to)` with `to` exclusive, buckets with none left out.
+    async fn untiered(&self, target: &Target, info: &TableInfo) -> Result<Vec<(i32, i64, i64)>> {
+        let admin = self
+            .connection
+            .get_admin()
+            .map_err(|e| target.fluss_error("reach", e))?;
+        let latest = self.latest_offsets(target, info).await?;
+        let tiered: HashMap<i32, i64> = match target
+            .answer(
+                "find the tiered snapshot of",
+                admin.get_lake_snapshot(&target.path, None, None),
+            )
+            .await?
+        {
+            Ok(lake) => lake
+                .bucket_snapshots
+                .iter()
+                .filter(|b| b.partition_id.is_none())
+                .filter_map(|b| b.log_offset.map(|o| (b.bucket_id, o)))
+                .collect(),
+            Err(e) if e.api_error() == Some(FlussError::LakeSnapshotNotExist) => HashMap::new(),
+            Err(e) => return Err(target.fluss_error("find the tiered snapshot of", e)),
+        };
+        let buckets: Vec<i32> = (0..info.get_num_buckets()).collect();
+        let earliest = if buckets.iter().all(|b| tiered.contains_key(b)) {
+            HashMap::new()
+        } else {
+            target
+                .retrying("find the earliest offsets of", || {
+                    admin.list_offsets(&target.path, &buckets, OffsetSpec::Earliest)
+                })
+                .await?
+        };
+        let mut waiting = Vec::new();
+        for bucket in buckets {
+            let to = latest.get(&bucket).copied().unwrap_or(0);
+            let from = tiered
+                .get(&bucket)
+                .or_else(|| earliest.get(&bucket))
+                .copied()
+                .unwrap_or(0)
+                .max(0);
+            if to > from {
+                waiting.push((bucket, from, to));
+            }
+        }
+        Ok(waiting)
+    }
+
+    /// Refuses an existing Fluss table that was written to when the Paimon
+    /// table was never served by Fluss (it lacks the system columns Fluss's
+    /// tiering adds, which stay once added): the Fluss table belongs to an
+    /// earlier table of the name. An empty one (made by hand, say) is fine.
+    async fn check_not_leftover(&self, table: &Table, target: &Target, info: &TableInfo) -> Result<()> {
+        if schema::user_fields(table).len() < table.schema().fields().len() {
+            return Ok(());
+        }
+        let latest = self.latest_offsets(target, info).await?;
+        let records: i64 = latest.values().map(|o| (*o).max(0)).sum();
+        if records == 0 {
+            return Ok(());
+        }
+        Err(FlussStoreError::Leftover {
+            table: target.name.clone(),
+            servers: target.servers.clone(),
+            records,
+        }
+        .into())
+    }
+
     /// The Paimon snapshot to read when Fluss has tiered nothing readable
     /// yet: the newest one its tiering did not commit (the table as it was
     /// promoted), or none.
@@ -1127,7 +1273,49 @@ impl FlussStore {
                 what: what.to_string(),
             }
             .into(),
-            _ => error,
+            _ => self.confirm_missing(target, error, what).await,
+        }
+    }
+
+    /// A [`Error::StoreTableMissing`] some server gave, checked with Fluss's
+    /// coordinator, which alone decides: a tablet server that is down,
+    /// restarting or behind on metadata answers "no such table" too.
+    async fn confirm_missing(&self, target: &Target, error: Error, what: &str) -> Error {
+        let operation = match what {
+            "read" => "read",
+            "written" => "write to",
+            other => other,
+        };
+        let admin = match self.connection.get_admin() {
+            Ok(admin) => admin,
+            Err(e) => return target.fluss_error("reach", e),
+        };
+        match target
+            .answer("check whether it has", admin.table_exists(&target.path))
+            .await
+        {
+            Ok(Ok(false)) => error,
+            Ok(Ok(true)) => FlussStoreError::NotSeen {
+                table: target.name.clone(),
+                servers: target.servers.clone(),
+                operation: operation.to_string(),
+            }
+            .into(),
+            Ok(Err(e)) => target.unavailable(
+                operation,
+                format!(
+                    "a server answered that the table does not exist, and Fluss's \
+                     coordinator could not be asked whether it does: {}",
+                    describe(&e)
+                ),
+            ),
+            Err(e) => target.unavailable(
+                operation,
+                format!(
+                    "a server answered that the table does not exist, and Fluss's \
+                     coordinator could not be asked whether it does: {e}"
+                ),
+            ),
         }
     }
 }
@@ -1201,6 +1389,7 @@ impl LakestreamStore for FlussStore {
                     }
                     .into());
                 }
+                self.check_not_leftover(table, &target, &info).await?;
                 false
             }
             Err(Error::StoreTableMissing { .. }) => {
@@ -1248,7 +1437,74 @@ impl LakestreamStore for FlussStore {
             .await
         {
             Err(Error::StoreTableMissing { .. }) | Ok(()) => Ok(()),
+            // No answer: the coordinator may still drop it. The Paimon table
+            // is kept, and dropping it again finishes either way.
+            Err(Error::StoreUnavailable { store, reason }) => Err(Error::StoreUnavailable {
+                store,
+                reason: format!(
+                    "{reason}. The table '{name}' was not dropped, but Fluss may still drop its \
+                     Fluss table once it answers: run DROP TABLE again then, which drops what \
+                     is left",
+                    name = target.name
+                ),
+            }),
             Err(e) => Err(e),
+        }
+    }
+
+    async fn stop_tiering(&self, table: &Table) -> Result<()> {
+        let target = self.target(table)?;
+        // The coordinator's answer: a missing table is missing.
+        let info = self.table_info(&target).await?;
+        let was_on = info
+            .get_properties()
+            .get(DATALAKE_ENABLED)
+            .is_some_and(|v| v.eq_ignore_ascii_case("true"));
+        // Off first, then count: the lake snapshot the count starts from is
+        // recorded only after Paimon committed it, so a count of nothing
+        // means every row is in Paimon, and a round of the service that ran
+        // meanwhile committed rows the count saw as tiered or as waiting.
+        if was_on {
+            self.set_tiering(&target, false).await?;
+        }
+        let waiting = self.untiered(&target, &info).await;
+        match waiting {
+            Ok(waiting) if waiting.is_empty() => Ok(()),
+            other => {
+                if was_on {
+                    // The mode stays on: the service tiers the table again.
+                    self.set_tiering(&target, true).await?;
+                }
+                let waiting = other?;
+                let records: i64 = waiting.iter().map(|(_, from, to)| to - from).sum();
+                let buckets = waiting
+                    .iter()
+                    .map(|(bucket, from, to)| {
+                        format!("bucket {bucket}: offsets {from} to {}", to - 1)
+                    })
+                    .collect::<Vec<_>>()
+                    .join(", ");
+                let freshness = info
+                    .get_properties()
+                    .get("table.datalake.freshness")
+                    .map_or_else(
+                        || "Fluss's default of 3 minutes".to_string(),
+                        |f| format!("'{f}'"),
+                    );
+                Err(Error::UntieredRows {
+                    store: IDENTIFIER.to_string(),
+                    table: target.name.clone(),
+                    pending: format!("{records} change-log records ({buckets})"),
+                    wait: format!(
+                        "Wait for Fluss's tiering service to tier them: it tiers the table \
+                         every 'table.datalake.freshness' ({freshness} for it), and each \
+                         tiering commits a snapshot by '{TIERING_COMMIT_USER}' that \
+                         {name}$snapshots shows. Stop writers to '{name}' first, or new rows \
+                         wait too",
+                        name = target.name
+                    ),
+                })
+            }
         }
     }
 
