@@ -230,7 +230,10 @@ async fn conformance_fluss() {
     crate::slt::conformance(Arc::new(FlussHarness::on(cluster))).await;
 }
 
-pub(crate) async fn query(ctx: &LakeStreamContext, sql: &str) -> datafusion::error::Result<Vec<RecordBatch>> {
+pub(crate) async fn query(
+    ctx: &LakeStreamContext,
+    sql: &str,
+) -> datafusion::error::Result<Vec<RecordBatch>> {
     // Boxed: planning futures are large in debug builds, and a test body
     // awaiting many of them would otherwise overflow the test thread's stack.
     Box::pin(async { ctx.sql(sql).await?.collect().await }).await
@@ -555,7 +558,12 @@ async fn options_are_checked_and_secrets_stay_hidden() {
 }
 
 /// Waits until `sql` returns `expected`, polling; fails after `patience`.
-pub(crate) async fn eventually(ctx: &LakeStreamContext, sql: &str, expected: &[&str], patience: Duration) {
+pub(crate) async fn eventually(
+    ctx: &LakeStreamContext,
+    sql: &str,
+    expected: &[&str],
+    patience: Duration,
+) {
     let deadline = Instant::now() + patience;
     loop {
         let got = lines(&run(ctx, sql).await);

@@ -43,6 +43,7 @@ use fluss::metadata::{
 };
 use fluss::row::ColumnarRow;
 use fluss::rpc::message::OffsetSpec;
+use fluss::ServerType;
 use paimon::catalog::{Catalog, Identifier};
 use paimon::table::Table;
 use tokio::sync::Mutex;
@@ -941,7 +942,12 @@ impl FlussStore {
     /// table was never served by Fluss (it lacks the system columns Fluss's
     /// tiering adds, which stay once added): the Fluss table belongs to an
     /// earlier table of the name. An empty one (made by hand, say) is fine.
-    async fn check_not_leftover(&self, table: &Table, target: &Target, info: &TableInfo) -> Result<()> {
+    async fn check_not_leftover(
+        &self,
+        table: &Table,
+        target: &Target,
+        info: &TableInfo,
+    ) -> Result<()> {
         if schema::user_fields(table).len() < table.schema().fields().len() {
             return Ok(());
         }
@@ -1265,7 +1271,7 @@ impl FlussStore {
         what: &str,
     ) -> Error {
         if !matches!(error, Error::StoreTableMissing { .. }) {
-            return error;
+            return self.diagnose(target, error, what).await;
         }
         match self.catalog.get_table(table.identifier()).await {
             Err(paimon::Error::TableNotExist { .. }) => FlussStoreError::Dropped {
@@ -1274,6 +1280,47 @@ impl FlussStore {
             }
             .into(),
             _ => self.confirm_missing(target, error, what).await,
+        }
+    }
+
+    /// A failure to reach or use the table, with its likely cause when
+    /// Fluss's coordinator lists no tablet server: then no bucket has a
+    /// leader, and Fluss's own answers (unknown tables, missing metadata,
+    /// refused connections) do not say so.
+    async fn diagnose(&self, target: &Target, error: Error, what: &str) -> Error {
+        let relevant = match &error {
+            Error::StoreUnavailable { .. } => true,
+            Error::StoreFailed { source, .. } => matches!(
+                source.downcast_ref::<FlussStoreError>(),
+                Some(FlussStoreError::Client { .. } | FlussStoreError::NotSeen { .. })
+            ),
+            _ => false,
+        };
+        if !relevant {
+            return error;
+        }
+        let Ok(admin) = self.connection.get_admin() else {
+            return error;
+        };
+        let nodes =
+            match tokio::time::timeout(target.request_timeout, admin.get_server_nodes()).await {
+                Ok(Ok(nodes)) => nodes,
+                _ => return error,
+            };
+        if nodes
+            .iter()
+            .any(|node| matches!(node.server_type(), ServerType::TabletServer))
+        {
+            return error;
+        }
+        Error::StoreUnavailable {
+            store: IDENTIFIER.to_string(),
+            reason: format!(
+                "the Fluss cluster at bootstrap servers '{}' has no tablet server running (its \
+                 coordinator lists none), so '{}' cannot be {what}: start the cluster's tablet \
+                 servers. What failed: {error}",
+                target.servers, target.name
+            ),
         }
     }
 
