@@ -531,17 +531,14 @@ impl LakeStreamCatalog {
                         "lake-stream mode of '{name}' is off; store '{id}' has no table for \
                          '{name}', so no rows of it wait there"
                     ),
-                    Err(e) => format!(
-                        "lake-stream mode of '{name}' is off, but store '{id}' could not be \
-                         asked whether rows of '{name}' wait in it, nor to stop its tiering \
-                         service tiering the table ({e}). If rows wait there, that service may \
-                         still write them into Paimon, over rows written to '{name}' directly. \
-                         Before writing to '{name}' again, once the store answers, turn the \
-                         mode on and off again through this catalog: turning it off then waits \
-                         for them"
-                    ),
+                    Err(e) => not_stopped_notice(&name, &id, &e),
                 };
                 self.notice(notice);
+                return Ok(Some(before));
+            }
+            Err(e) if store.tiers_by_itself() => {
+                // Its tiering service may still tier what it holds.
+                self.notice(not_stopped_notice(&name, store.identifier(), &e));
                 return Ok(Some(before));
             }
             Err(e) => e,
@@ -569,6 +566,19 @@ impl LakeStreamCatalog {
         ));
         Ok(Some(before))
     }
+}
+
+/// The notice of turning the mode of `name` off when `store`, whose own
+/// service tiers, could not be asked to stop it (`error`).
+fn not_stopped_notice(name: &str, store: &str, error: &Error) -> String {
+    format!(
+        "lake-stream mode of '{name}' is off, but store '{store}' could not be asked whether \
+         rows of '{name}' wait in it, nor to stop its tiering service tiering the table \
+         ({error}). If rows wait there, that service may still write them into Paimon, over \
+         rows written to '{name}' directly. Before writing to '{name}' again, once the store \
+         answers, turn the mode on and off again through this catalog: turning it off then \
+         waits for them"
+    )
 }
 
 /// The `lakestream-cli` command that tiers what waits in the store for

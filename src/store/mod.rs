@@ -342,6 +342,14 @@ pub trait StoreFactory: Debug + Send + Sync {
         true
     }
 
+    /// Whether the store's own service tiers its tables (Fluss), so that
+    /// [`LakestreamStore::tier`] answers [`Error::TieringElsewhere`]. Known
+    /// without creating the store, for what is said about a store that
+    /// cannot be reached.
+    fn tiers_by_itself(&self) -> bool {
+        false
+    }
+
     /// Where a store created from `context` keeps its data, as the store
     /// binding of the tables it serves records it (never a secret): the
     /// `local` store's root, Fluss's servers. `None`: the identifier alone

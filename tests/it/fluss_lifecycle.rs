@@ -13,7 +13,7 @@ use std::time::Duration;
 use fluss::metadata::TablePath;
 
 use crate::fluss::{eventually, fails, lines, open, run, Cluster, FlussHarness};
-use crate::slt::StoreCondition;
+use crate::slt::{StoreCondition, StoreHarness};
 
 fn tiering_enabled() -> bool {
     std::env::var("LAKESTREAM_FLUSS_TIERING").as_deref() != Ok("0")
@@ -168,6 +168,98 @@ async fn turning_off_stops_fluss_tiering_the_table() {
         fluss_property(cluster, "fl_stop", "table.datalake.enabled").await,
         Some(Some("true".to_string()))
     );
+}
+
+/// Issue 11 item 4: rows that reach the Fluss table after the mode was
+/// turned off (a write planned before) are never tiered over rows written
+/// to Paimon directly since: turning the mode on again over them is refused,
+/// with how many wait and the ways out, and the newer row stays.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn turning_on_over_rows_fluss_got_after_off_is_refused_once_paimon_has_newer_rows() {
+    let Some(cluster) = tiering().await else {
+        return;
+    };
+    let harness = FlussHarness::on(cluster).with("fluss.table.datalake.freshness", "2s");
+    let (_w, ctx) = open(&harness, StoreCondition::Reachable).await;
+    run(
+        &ctx,
+        "CREATE TABLE fl_late (k INT NOT NULL, v STRING, PRIMARY KEY (k)) \
+         WITH ('bucket' = '1', 'lakestream.enabled' = 'true')",
+    )
+    .await;
+    run(&ctx, "INSERT INTO fl_late VALUES (1, 'a')").await;
+    eventually(&ctx, "SELECT k, v FROM fl_late", &["1|a"], PATIENCE).await;
+    // A write planned while the mode is on, run once it is off.
+    let late = ctx
+        .sql("INSERT INTO fl_late VALUES (1, 'fluss-old')")
+        .await
+        .expect("plan the write");
+    run(
+        &ctx,
+        "ALTER TABLE fl_late SET TBLPROPERTIES ('lakestream.enabled' = 'false')",
+    )
+    .await;
+    if let Err(e) = late.collect().await {
+        panic!("the write planned before the mode was turned off: {e}");
+    }
+    // A newer value written to Paimon directly.
+    run(
+        &ctx,
+        "INSERT INTO fl_late VALUES (1, 'direct-new', NULL, NULL, NULL)",
+    )
+    .await;
+    let error = fails(
+        &ctx,
+        "ALTER TABLE fl_late SET TBLPROPERTIES ('lakestream.enabled' = 'true')",
+    )
+    .await;
+    assert!(
+        error.contains("cannot turn lake-stream mode of 'default.fl_late' on"),
+        "{error}"
+    );
+    // The upsert of a key Fluss holds is two records: the old row and the new.
+    assert!(error.contains("holds 2 change-log records"), "{error}");
+    assert!(error.contains("not by Fluss's tiering"), "{error}");
+    assert!(
+        error.contains("drop the Fluss table 'default.fl_late'"),
+        "{error}"
+    );
+    // Fluss's tiering never brings the older value back.
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    assert_eq!(
+        lines(&run(&ctx, "SELECT k, v FROM fl_late").await),
+        vec!["1|direct-new"]
+    );
+}
+
+/// Issue 11 item 4: turning the mode off while Fluss cannot be reached works
+/// (it touches only the catalog), and the notice says what could not be
+/// done and what to do, rather than naming a tiering command Fluss has not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn turning_off_while_fluss_is_unreachable_says_what_to_do() {
+    let cluster = any_cluster().await;
+    let harness = FlussHarness::on(cluster);
+    let (warehouse, ctx) = open(&harness, StoreCondition::Reachable).await;
+    run(
+        &ctx,
+        "CREATE TABLE fl_off_down (id INT) WITH ('lakestream.enabled' = 'true')",
+    )
+    .await;
+    let down = harness.open(&warehouse, StoreCondition::Unreachable).await;
+    let notice = lines(
+        &run(
+            &down,
+            "ALTER TABLE fl_off_down SET TBLPROPERTIES ('lakestream.enabled' = 'false')",
+        )
+        .await,
+    );
+    assert_eq!(notice.len(), 1, "{notice:?}");
+    assert!(notice[0].contains("could not be asked"), "{notice:?}");
+    assert!(
+        notice[0].contains("turn the mode on and off again"),
+        "{notice:?}"
+    );
+    assert!(!notice[0].contains("lakestream-cli tier"), "{notice:?}");
 }
 
 /// Issue 11 item 3: `DROP TABLE` of a table whose mode was turned off drops

@@ -159,6 +159,26 @@ pub enum FlussStoreError {
         /// How many change-log records its buckets reach.
         records: i64,
     },
+    /// The Fluss table holds rows written after its tiering was stopped,
+    /// older than rows Paimon got directly since.
+    #[error(
+        "cannot turn lake-stream mode of '{table}' on: the Fluss table '{table}' holds {records} \
+         change-log records that reached it after the mode was turned off and Fluss's tiering \
+         of it stopped (writes planned before that), not in Paimon, and {since}. Tiering them \
+         now would commit their older values over the newer ones, key by key. To drop them, \
+         drop the Fluss table '{table}' in Fluss (turning the mode on creates it afresh from \
+         the Paimon table); to keep them (they win over the newer rows of the same keys), set \
+         'table.datalake.enabled' = 'true' on the Fluss table and wait until Fluss's tiering \
+         service has tiered them. Then turn the mode on again"
+    )]
+    Stranded {
+        /// The table's full name.
+        table: String,
+        /// How many change-log records wait.
+        records: i64,
+        /// What Paimon got since.
+        since: String,
+    },
     /// Fluss answered that it has no such table, but its coordinator has it.
     #[error(
         "the Fluss cluster at '{servers}' could not {operation} '{table}': a server answered \
@@ -216,6 +236,11 @@ impl StoreFactory for FlussStoreFactory {
     /// `deduplicate` tables read the same through `t$rt` and `t`.
     fn tiers_its_log(&self) -> bool {
         false
+    }
+
+    /// Fluss's tiering service tiers: there is no on-demand tiering.
+    fn tiers_by_itself(&self) -> bool {
+        true
     }
 
     /// The bootstrap servers, sorted: a cluster is named by its servers.
@@ -890,26 +915,30 @@ impl FlussStore {
     /// committed into Paimon: per bucket, from the offset its newest lake
     /// snapshot reached (the log's start without one) to the latest offset,
     /// as `(bucket, from, to)` with `to` exclusive, buckets with none left out.
-    async fn untiered(&self, target: &Target, info: &TableInfo) -> Result<Vec<(i32, i64, i64)>> {
+    async fn untiered(&self, target: &Target, info: &TableInfo) -> Result<Untiered> {
         let admin = self
             .connection
             .get_admin()
             .map_err(|e| target.fluss_error("reach", e))?;
         let latest = self.latest_offsets(target, info).await?;
-        let tiered: HashMap<i32, i64> = match target
+        let (snapshot_id, tiered): (Option<i64>, HashMap<i32, i64>) = match target
             .answer(
                 "find the tiered snapshot of",
                 admin.get_lake_snapshot(&target.path, None, None),
             )
             .await?
         {
-            Ok(lake) => lake
-                .bucket_snapshots
-                .iter()
-                .filter(|b| b.partition_id.is_none())
-                .filter_map(|b| b.log_offset.map(|o| (b.bucket_id, o)))
-                .collect(),
-            Err(e) if e.api_error() == Some(FlussError::LakeSnapshotNotExist) => HashMap::new(),
+            Ok(lake) => (
+                Some(lake.snapshot_id),
+                lake.bucket_snapshots
+                    .iter()
+                    .filter(|b| b.partition_id.is_none())
+                    .filter_map(|b| b.log_offset.map(|o| (b.bucket_id, o)))
+                    .collect(),
+            ),
+            Err(e) if e.api_error() == Some(FlussError::LakeSnapshotNotExist) => {
+                (None, HashMap::new())
+            }
             Err(e) => return Err(target.fluss_error("find the tiered snapshot of", e)),
         };
         let buckets: Vec<i32> = (0..info.get_num_buckets()).collect();
@@ -935,7 +964,85 @@ impl FlussStore {
                 waiting.push((bucket, from, to));
             }
         }
-        Ok(waiting)
+        Ok(Untiered {
+            snapshot_id,
+            waiting,
+        })
+    }
+
+    /// Refuses turning the mode on again over rows the Fluss table got after
+    /// its tiering was stopped (writes planned before the mode was turned
+    /// off) when, on a primary-key table, Paimon got rows from elsewhere
+    /// since its last tiering: tiering the older rows would commit them
+    /// over the newer ones, key by key. Append tables only gain rows.
+    async fn check_no_stranded(
+        &self,
+        table: &Table,
+        target: &Target,
+        info: &TableInfo,
+    ) -> Result<()> {
+        let tiering_on = info
+            .get_properties()
+            .get(DATALAKE_ENABLED)
+            .is_some_and(|v| v.eq_ignore_ascii_case("true"));
+        if tiering_on || !target.primary_key {
+            return Ok(());
+        }
+        let untiered = self.untiered(target, info).await?;
+        if untiered.waiting.is_empty() {
+            return Ok(());
+        }
+        let Some(since) = self.direct_write_since(table, untiered.snapshot_id).await? else {
+            return Ok(());
+        };
+        Err(FlussStoreError::Stranded {
+            table: target.name.clone(),
+            records: untiered.records(),
+            since,
+        }
+        .into())
+    }
+
+    /// What says Paimon got rows other than from Fluss's tiering after
+    /// snapshot `tiered` (the newest Fluss tiered; `None`: none): a newer
+    /// snapshot another user committed, or snapshots expired so that this
+    /// cannot be told. `None`: nothing.
+    async fn direct_write_since(
+        &self,
+        table: &Table,
+        tiered: Option<i64>,
+    ) -> Result<Option<String>> {
+        let snapshots = table.snapshot_manager();
+        let Some(latest) = snapshots.get_latest_snapshot().await? else {
+            return Ok(None);
+        };
+        let after = tiered.unwrap_or(0);
+        let earliest = snapshots
+            .earliest_snapshot_id()
+            .await?
+            .unwrap_or(latest.id());
+        if earliest > after + 1 {
+            return Ok(Some(format!(
+                "Paimon's snapshots up to {} have expired, so whether Paimon got rows from \
+                 elsewhere since cannot be told",
+                earliest - 1
+            )));
+        }
+        let mut snapshot = latest;
+        while snapshot.id() > after {
+            if snapshot.commit_user() != TIERING_COMMIT_USER {
+                return Ok(Some(format!(
+                    "Paimon snapshot {} was committed since by '{}', not by Fluss's tiering",
+                    snapshot.id(),
+                    snapshot.commit_user()
+                )));
+            }
+            if snapshot.id() - 1 <= after {
+                break;
+            }
+            snapshot = snapshots.get_snapshot(snapshot.id() - 1).await?;
+        }
+        Ok(None)
     }
 
     /// Refuses an existing Fluss table that was written to when the Paimon
@@ -1367,6 +1474,20 @@ impl FlussStore {
     }
 }
 
+/// The change-log records of a table Fluss's tiering has not committed.
+struct Untiered {
+    /// The Paimon snapshot of the newest lake snapshot, if any.
+    snapshot_id: Option<i64>,
+    /// `(bucket, from, to)`, `to` exclusive, for buckets with records waiting.
+    waiting: Vec<(i32, i64, i64)>,
+}
+
+impl Untiered {
+    fn records(&self) -> i64 {
+        self.waiting.iter().map(|(_, from, to)| to - from).sum()
+    }
+}
+
 /// Whether `error` is a [`FlussStoreError::Replaced`].
 fn is_replaced(error: &Error) -> bool {
     match error {
@@ -1437,6 +1558,7 @@ impl LakestreamStore for FlussStore {
                     .into());
                 }
                 self.check_not_leftover(table, &target, &info).await?;
+                self.check_no_stranded(table, &target, &info).await?;
                 false
             }
             Err(Error::StoreTableMissing { .. }) => {
@@ -1516,15 +1638,16 @@ impl LakestreamStore for FlussStore {
         }
         let waiting = self.untiered(&target, &info).await;
         match waiting {
-            Ok(waiting) if waiting.is_empty() => Ok(()),
+            Ok(untiered) if untiered.waiting.is_empty() => Ok(()),
             other => {
                 if was_on {
                     // The mode stays on: the service tiers the table again.
                     self.set_tiering(&target, true).await?;
                 }
-                let waiting = other?;
-                let records: i64 = waiting.iter().map(|(_, from, to)| to - from).sum();
-                let buckets = waiting
+                let untiered = other?;
+                let records = untiered.records();
+                let buckets = untiered
+                    .waiting
                     .iter()
                     .map(|(bucket, from, to)| {
                         format!("bucket {bucket}: offsets {from} to {}", to - 1)
