@@ -10,6 +10,24 @@
 //!   Paimon snapshot and, per bucket, the log offset tiering has reached
 //!   (exclusive); the log is read from there to the latest offset fixed now.
 //! - Writes go through fluss-rs and return once Fluss acknowledged them.
+//! - Turning the mode off ([`LakestreamStore::stop_tiering`]) first turns
+//!   `table.datalake.enabled` off, then counts, per bucket, the log after
+//!   the offsets of the newest lake snapshot. Fluss records a lake snapshot
+//!   only after Paimon committed it, so nothing counted means every row is
+//!   in Paimon, whatever a tiering round running meanwhile does; anything
+//!   counted turns tiering back on and refuses, with the count. Rows that
+//!   reach the table afterwards (writes planned before) are never tiered
+//!   while the mode is off, and turning it on again over them is refused
+//!   on a primary-key table once Paimon has rows from elsewhere.
+//! - `DROP TABLE` drops the Fluss table first; a drop Fluss did not answer
+//!   keeps the Paimon table, and running it again finishes it. A Fluss table
+//!   that was written to is attached only to a Paimon table that has Fluss's
+//!   system columns (which attaching adds and turning off keeps): one
+//!   without them is new, and such a Fluss table is an earlier table's, left
+//!   by a drop that did not go through this store.
+//! - Errors from servers other than the coordinator are checked with it: a
+//!   "no such table" it does not confirm, or any failure while it lists no
+//!   tablet server, says so rather than advising to attach the table.
 //! - A table's identity is its Fluss table id, which a `DROP`/`CREATE` in any
 //!   process changes. Nothing cached serves another id: every write asks
 //!   Fluss's coordinator which table (and schema) the path names and replaces
