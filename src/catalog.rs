@@ -469,12 +469,12 @@ impl LakeStreamCatalog {
     /// the command that tiers them. A store whose own service tiers stops
     /// that service tiering the table, and refuses (the one error) while it
     /// holds rows the service has not tiered yet. Answers the table as it
-    /// was, when its mode was on.
+    /// was when the store stopped its service tiering it, so that the
+    /// service can be started again if changing the option fails.
     async fn disable(&self, identifier: &Identifier) -> Result<Option<Table>> {
         let Ok(Some(table)) = self.lakestream_table(identifier).await else {
             return Ok(None);
         };
-        let before = table.clone();
         let name = identifier.full_name();
         let Ok(store) = self.store.require("turning the mode off", identifier) else {
             // Only a catalog that names a store turns the mode on, so the
@@ -488,7 +488,7 @@ impl LakeStreamCatalog {
                 self.name,
                 tier_command(identifier, None)
             ));
-            return Ok(Some(before));
+            return Ok(None);
         };
         // A store that cannot be reached is reported as such, below.
         let mismatch = match store.get().await {
@@ -503,7 +503,7 @@ impl LakeStreamCatalog {
                  writing to '{name}' again, tier them through that store: {}",
                 tier_command(identifier, None)
             ));
-            return Ok(Some(before));
+            return Ok(None);
         }
         let tiered = store
             .call("tier before turning the mode off", |s| {
@@ -512,7 +512,7 @@ impl LakeStreamCatalog {
             })
             .await;
         let error = match tiered {
-            Ok(_) => return Ok(Some(before)),
+            Ok(_) => return Ok(None),
             Err(Error::TieringElsewhere { store: id }) => {
                 let stopped = store
                     .call("stop tiering before turning the mode off", |s| {
@@ -521,11 +521,14 @@ impl LakeStreamCatalog {
                     })
                     .await;
                 let notice = match stopped {
-                    Ok(()) => format!(
-                        "lake-stream mode of '{name}' is off; store '{id}' held no rows of \
-                         '{name}' that Paimon lacks, and its tiering service no longer tiers \
-                         the table"
-                    ),
+                    Ok(()) => {
+                        self.notice(format!(
+                            "lake-stream mode of '{name}' is off; store '{id}' held no rows of \
+                             '{name}' that Paimon lacks, and its tiering service no longer \
+                             tiers the table"
+                        ));
+                        return Ok(Some(table));
+                    }
                     Err(e @ Error::UntieredRows { .. }) => return Err(e),
                     Err(Error::StoreTableMissing { .. }) => format!(
                         "lake-stream mode of '{name}' is off; store '{id}' has no table for \
@@ -534,12 +537,12 @@ impl LakeStreamCatalog {
                     Err(e) => not_stopped_notice(&name, &id, &e),
                 };
                 self.notice(notice);
-                return Ok(Some(before));
+                return Ok(None);
             }
             Err(e) if store.tiers_by_itself() => {
                 // Its tiering service may still tier what it holds.
                 self.notice(not_stopped_notice(&name, store.identifier(), &e));
-                return Ok(Some(before));
+                return Ok(None);
             }
             Err(e) => e,
         };
@@ -564,7 +567,7 @@ impl LakeStreamCatalog {
             store.identifier(),
             tier_command(identifier, Some(store.identifier()))
         ));
-        Ok(Some(before))
+        Ok(None)
     }
 }
 
@@ -1056,16 +1059,16 @@ impl Catalog for LakeStreamCatalog {
                 }
             }
             Some(false) => {
-                let before = Box::pin(self.disable(identifier))
+                let stopped = Box::pin(self.disable(identifier))
                     .await
                     .map_err(Error::into_paimon)?;
                 let altered = self
                     .inner
                     .alter_table(identifier, changes, ignore_if_not_exists)
                     .await;
-                if let (Err(_), Some(table)) = (&altered, before) {
-                    // The mode stays on: the store serves (and tiers) the
-                    // table again. Best effort; the error is the one to report.
+                if let (Err(_), Some(table)) = (&altered, stopped) {
+                    // The mode stays on: the store's service tiers the table
+                    // again. Best effort; the error is the one to report.
                     if let Ok(store) = self.store.require("turning the mode off", identifier) {
                         let _ = store
                             .call("attach the table again", |s| async move {

@@ -1658,10 +1658,12 @@ impl LakestreamStore for FlussStore {
         match waiting {
             Ok(untiered) if untiered.waiting.is_empty() => Ok(()),
             other => {
-                if was_on {
-                    // The mode stays on: the service tiers the table again.
-                    self.set_tiering(&target, true).await?;
-                }
+                // The mode stays on: the service tiers the table again.
+                let resumed = if was_on {
+                    self.set_tiering(&target, true).await
+                } else {
+                    Ok(())
+                };
                 let untiered = other?;
                 let records = untiered.records();
                 let buckets = untiered
@@ -1679,18 +1681,33 @@ impl LakestreamStore for FlussStore {
                         || "Fluss's default of 3 minutes".to_string(),
                         |f| format!("'{f}'"),
                     );
+                let name = &target.name;
+                let mut wait = format!(
+                    "Wait for Fluss's tiering service to tier them: it tiers the table every \
+                     'table.datalake.freshness' ({freshness} for it), and each tiering commits \
+                     a snapshot by '{TIERING_COMMIT_USER}' that {name}$snapshots shows. Stop \
+                     writers to '{name}' first, or new rows wait too"
+                );
+                let restart = format!(
+                    "turn the mode on again (ALTER TABLE {name} SET TBLPROPERTIES \
+                     ('lakestream.enabled'='true')), which turns it on"
+                );
+                if let Err(e) = resumed {
+                    wait = format!(
+                        "Fluss's tiering of the table was turned off to count them and could \
+                         not be turned on again ({e}): {restart}. {wait}"
+                    );
+                } else if !was_on {
+                    wait = format!(
+                        "Fluss's tiering of the table is off ('table.datalake.enabled' is not \
+                         'true' on the Fluss table): {restart}. {wait}"
+                    );
+                }
                 Err(Error::UntieredRows {
                     store: IDENTIFIER.to_string(),
-                    table: target.name.clone(),
+                    table: name.clone(),
                     pending: format!("{records} change-log records ({buckets})"),
-                    wait: format!(
-                        "Wait for Fluss's tiering service to tier them: it tiers the table \
-                         every 'table.datalake.freshness' ({freshness} for it), and each \
-                         tiering commits a snapshot by '{TIERING_COMMIT_USER}' that \
-                         {name}$snapshots shows. Stop writers to '{name}' first, or new rows \
-                         wait too",
-                        name = target.name
-                    ),
+                    wait,
                 })
             }
         }
