@@ -463,13 +463,17 @@ impl LakeStreamCatalog {
 
 impl LakeStreamCatalog {
     /// Turning the mode off: the store tiers what Paimon lacks first, where it
-    /// can. Off always succeeds, store or no store: it touches only the
-    /// catalog; what could not be tiered is left in the store, and a notice
-    /// says so, with how many rows wait (or that the count is unknown, and
-    /// why) and the command that tiers them.
-    async fn disable(&self, identifier: &Identifier) {
+    /// can. Off succeeds store or no store: it touches only the catalog;
+    /// what could not be tiered is left in the store, and a notice says so,
+    /// with how many rows wait (or that the count is unknown, and why) and
+    /// the command that tiers them. A store whose own service tiers stops
+    /// that service tiering the table, and refuses (the one error) while it
+    /// holds rows the service has not tiered yet. Answers the table as it
+    /// was when the store stopped its service tiering it, so that the
+    /// service can be started again if changing the option fails.
+    async fn disable(&self, identifier: &Identifier) -> Result<Option<Table>> {
         let Ok(Some(table)) = self.lakestream_table(identifier).await else {
-            return;
+            return Ok(None);
         };
         let name = identifier.full_name();
         let Ok(store) = self.store.require("turning the mode off", identifier) else {
@@ -484,7 +488,7 @@ impl LakeStreamCatalog {
                 self.name,
                 tier_command(identifier, None)
             ));
-            return;
+            return Ok(None);
         };
         // A store that cannot be reached is reported as such, below.
         let mismatch = match store.get().await {
@@ -499,7 +503,7 @@ impl LakeStreamCatalog {
                  writing to '{name}' again, tier them through that store: {}",
                 tier_command(identifier, None)
             ));
-            return;
+            return Ok(None);
         }
         let tiered = store
             .call("tier before turning the mode off", |s| {
@@ -508,14 +512,37 @@ impl LakeStreamCatalog {
             })
             .await;
         let error = match tiered {
-            Ok(_) => return,
-            Err(Error::TieringElsewhere { store }) => {
-                self.notice(format!(
-                    "lake-stream mode of '{name}' is off; store '{store}' tiers with its own \
-                     service, which still writes the rows it holds for '{name}' into Paimon \
-                     as it runs"
-                ));
-                return;
+            Ok(_) => return Ok(None),
+            Err(Error::TieringElsewhere { store: id }) => {
+                let stopped = store
+                    .call("stop tiering before turning the mode off", |s| {
+                        let table = table.clone();
+                        async move { s.stop_tiering(&table).await }
+                    })
+                    .await;
+                let notice = match stopped {
+                    Ok(()) => {
+                        self.notice(format!(
+                            "lake-stream mode of '{name}' is off; store '{id}' held no rows of \
+                             '{name}' that Paimon lacks, and its tiering service no longer \
+                             tiers the table"
+                        ));
+                        return Ok(Some(table));
+                    }
+                    Err(e @ Error::UntieredRows { .. }) => return Err(e),
+                    Err(Error::StoreTableMissing { .. }) => format!(
+                        "lake-stream mode of '{name}' is off; store '{id}' has no table for \
+                         '{name}', so no rows of it wait there"
+                    ),
+                    Err(e) => not_stopped_notice(&name, &id, &e),
+                };
+                self.notice(notice);
+                return Ok(None);
+            }
+            Err(e) if store.tiers_by_itself() => {
+                // Its tiering service may still tier what it holds.
+                self.notice(not_stopped_notice(&name, store.identifier(), &e));
+                return Ok(None);
             }
             Err(e) => e,
         };
@@ -540,7 +567,21 @@ impl LakeStreamCatalog {
             store.identifier(),
             tier_command(identifier, Some(store.identifier()))
         ));
+        Ok(None)
     }
+}
+
+/// The notice of turning the mode of `name` off when `store`, whose own
+/// service tiers, could not be asked to stop it (`error`).
+fn not_stopped_notice(name: &str, store: &str, error: &Error) -> String {
+    format!(
+        "lake-stream mode of '{name}' is off, but store '{store}' could not be asked whether \
+         rows of '{name}' wait in it, nor to stop its tiering service tiering the table \
+         ({error}). If rows wait there, that service may still write them into Paimon, over \
+         rows written to '{name}' directly. Before writing to '{name}' again, once the store \
+         answers, turn the mode on and off again through this catalog: turning it off then \
+         waits for them"
+    )
 }
 
 /// The `lakestream-cli` command that tiers what waits in the store for
@@ -1017,7 +1058,27 @@ impl Catalog for LakeStreamCatalog {
                     });
                 }
             }
-            Some(false) => Box::pin(self.disable(identifier)).await,
+            Some(false) => {
+                let stopped = Box::pin(self.disable(identifier))
+                    .await
+                    .map_err(Error::into_paimon)?;
+                let altered = self
+                    .inner
+                    .alter_table(identifier, changes, ignore_if_not_exists)
+                    .await;
+                if let (Err(_), Some(table)) = (&altered, stopped) {
+                    // The mode stays on: the store's service tiers the table
+                    // again. Best effort; the error is the one to report.
+                    if let Ok(store) = self.store.require("turning the mode off", identifier) {
+                        let _ = store
+                            .call("attach the table again", |s| async move {
+                                s.attach_table(&table).await
+                            })
+                            .await;
+                    }
+                }
+                return altered;
+            }
             None => {}
         }
         self.inner

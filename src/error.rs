@@ -404,6 +404,25 @@ pub enum Error {
         reason: String,
     },
 
+    /// Turning the mode off while the store holds rows its own tiering
+    /// service has not written into Paimon yet.
+    #[error(
+        "cannot turn lake-stream mode of '{table}' off: store '{store}' holds {pending} of \
+         '{table}' not yet tiered into Paimon. With the mode off they would be left behind, or \
+         written into Paimon later, over rows written to '{table}' directly. {wait}, then turn \
+         the mode off again"
+    )]
+    UntieredRows {
+        /// The store's identifier.
+        store: String,
+        /// The table's full name.
+        table: String,
+        /// How many rows (or records) wait, and where.
+        pending: String,
+        /// How to wait for them.
+        wait: String,
+    },
+
     /// On-demand tiering asked of a store whose own service tiers.
     #[error(
         "lakestream store '{store}' has no on-demand tiering: its own tiering service moves rows \

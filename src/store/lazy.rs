@@ -70,6 +70,14 @@ impl LazyStore {
             .map_or(true, |factory| factory.tiers_its_log())
     }
 
+    /// Whether the store's own service tiers (see
+    /// [`super::StoreFactory::tiers_by_itself`]), from its factory.
+    pub fn tiers_by_itself(&self) -> bool {
+        self.registry
+            .get(&self.identifier)
+            .is_ok_and(|factory| factory.tiers_by_itself())
+    }
+
     /// The store binding a table turned on through this store records in
     /// [`STORE_BINDING`]: `<identifier>:<where its data lives>` (the `local`
     /// store's root URL, Fluss's bootstrap servers), or the identifier alone

@@ -200,6 +200,18 @@ pub trait LakestreamStore: Debug + Send + Sync {
         })
     }
 
+    /// Turning the mode of `table` off, asked of a store whose own service
+    /// tiers ([`Self::tier`] answered [`Error::TieringElsewhere`]). The store
+    /// stops that service tiering the table, so nothing it holds lands in
+    /// Paimon over rows written there directly once the mode is off; or,
+    /// while it holds rows Paimon lacks, refuses with [`Error::UntieredRows`]
+    /// and lets the service go on. [`Self::attach_table`] starts the
+    /// service's tiering again. The default: there is nothing to stop.
+    async fn stop_tiering(&self, table: &Table) -> Result<()> {
+        let _ = table;
+        Ok(())
+    }
+
     /// How many rows of `table` the store holds that Paimon does not.
     async fn pending_rows(&self, table: &Table) -> Result<u64> {
         let _ = table;
@@ -328,6 +340,14 @@ pub trait StoreFactory: Debug + Send + Sync {
     /// `deduplicate` tables there. Known without creating the store.
     fn tiers_its_log(&self) -> bool {
         true
+    }
+
+    /// Whether the store's own service tiers its tables (Fluss), so that
+    /// [`LakestreamStore::tier`] answers [`Error::TieringElsewhere`]. Known
+    /// without creating the store, for what is said about a store that
+    /// cannot be reached.
+    fn tiers_by_itself(&self) -> bool {
+        false
     }
 
     /// Where a store created from `context` keeps its data, as the store

@@ -16,6 +16,8 @@ mod fluss_durability;
 #[cfg(feature = "fluss")]
 mod fluss_history;
 #[cfg(feature = "fluss")]
+mod fluss_lifecycle;
+#[cfg(feature = "fluss")]
 mod fluss_reads;
 mod history;
 mod local_store;

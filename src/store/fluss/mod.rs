@@ -11,6 +11,24 @@
 //!   and, per bucket, the log offset tiering has reached (exclusive); the log
 //!   is read from there to the latest offset fixed now ([`log`], [`probe`]).
 //! - Writes go through fluss-rs and return once Fluss acknowledged them.
+//! - Turning the mode off ([`LakestreamStore::stop_tiering`]) first turns
+//!   `table.datalake.enabled` off, then counts, per bucket, the log after
+//!   the offsets of the newest lake snapshot. Fluss records a lake snapshot
+//!   only after Paimon committed it, so nothing counted means every row is
+//!   in Paimon, whatever a tiering round running meanwhile does; anything
+//!   counted turns tiering back on and refuses, with the count. Rows that
+//!   reach the table afterwards (writes planned before) are never tiered
+//!   while the mode is off, and turning it on again over them is refused
+//!   on a primary-key table once Paimon has rows from elsewhere.
+//! - `DROP TABLE` drops the Fluss table first; a drop Fluss did not answer
+//!   keeps the Paimon table, and running it again finishes it. A Fluss table
+//!   that was written to is attached only to a Paimon table that has Fluss's
+//!   system columns (which attaching adds and turning off keeps): one
+//!   without them is new, and such a Fluss table is an earlier table's, left
+//!   by a drop that did not go through this store.
+//! - Errors from servers other than the coordinator are checked with it: a
+//!   "no such table" it does not confirm, or any failure while it lists no
+//!   tablet server, says so rather than advising to attach the table.
 //! - A table's identity is its Fluss table id, which a `DROP`/`CREATE` in any
 //!   process changes. Nothing cached serves another id: every write asks
 //!   Fluss's coordinator which table (and schema) the path names and replaces
@@ -46,6 +64,7 @@ use fluss::metadata::{
 };
 use fluss::row::ColumnarRow;
 use fluss::rpc::message::OffsetSpec;
+use fluss::ServerType;
 use paimon::catalog::{Catalog, Identifier};
 use paimon::table::Table;
 use tokio::sync::Mutex;
@@ -142,6 +161,61 @@ pub enum FlussStoreError {
         /// `read`, `written`.
         what: String,
     },
+    /// A Fluss table of the name exists and was written to, but the Paimon
+    /// table was never served by it: it is an earlier table's, left by a
+    /// drop that did not remove it.
+    #[error(
+        "the Fluss table '{table}' at '{servers}' holds rows ({records} change-log records) of \
+         an earlier table named '{table}', but the Paimon table '{table}' was never served by \
+         it: a drop of the earlier table (by another engine, or through a catalog without the \
+         Fluss store) left it behind. Its rows must not show in the new table, so it is not \
+         attached. Drop the Fluss table (it is created afresh from the Paimon table), then \
+         turn the mode on again"
+    )]
+    Leftover {
+        /// The table's full name.
+        table: String,
+        /// The bootstrap servers.
+        servers: String,
+        /// How many change-log records its buckets reach.
+        records: i64,
+    },
+    /// The Fluss table holds rows written after its tiering was stopped,
+    /// older than rows Paimon got directly since.
+    #[error(
+        "cannot turn lake-stream mode of '{table}' on: the Fluss table '{table}' holds {records} \
+         change-log records that reached it after the mode was turned off and Fluss's tiering \
+         of it stopped (writes planned before that), not in Paimon, and {since}. Tiering them \
+         now would commit their older values over the newer ones, key by key. To drop them, \
+         drop the Fluss table '{table}' in Fluss (turning the mode on creates it afresh from \
+         the Paimon table); to keep them (they win over the newer rows of the same keys), set \
+         'table.datalake.enabled' = 'true' on the Fluss table and wait until Fluss's tiering \
+         service has tiered them. Then turn the mode on again"
+    )]
+    Stranded {
+        /// The table's full name.
+        table: String,
+        /// How many change-log records wait.
+        records: i64,
+        /// What Paimon got since.
+        since: String,
+    },
+    /// Fluss answered that it has no such table, but its coordinator has it.
+    #[error(
+        "the Fluss cluster at '{servers}' could not {operation} '{table}': a server answered \
+         that the table does not exist, but Fluss's coordinator has it, so the answer came \
+         from servers whose view of the table is out of date (a tablet server down or \
+         restarting, or metadata not yet caught up with a table created again). Try again; \
+         if it persists, check the cluster's tablet servers"
+    )]
+    NotSeen {
+        /// The table's full name.
+        table: String,
+        /// The bootstrap servers.
+        servers: String,
+        /// What was asked.
+        operation: String,
+    },
     /// A write failed after some of its rows may have reached Fluss.
     #[error(
         "the write to '{table}' failed after its rows were handed to the Fluss cluster at \
@@ -183,6 +257,11 @@ impl StoreFactory for FlussStoreFactory {
     /// `deduplicate` tables read the same through `t$rt` and `t`.
     fn tiers_its_log(&self) -> bool {
         false
+    }
+
+    /// Fluss's tiering service tiers: there is no on-demand tiering.
+    fn tiers_by_itself(&self) -> bool {
+        true
     }
 
     /// The bootstrap servers, sorted: a cluster is named by its servers.
@@ -815,6 +894,204 @@ impl FlussStore {
         Ok(())
     }
 
+    /// Turns Fluss's tiering of the table on or off.
+    async fn set_tiering(&self, target: &Target, on: bool) -> Result<()> {
+        let admin = self
+            .connection
+            .get_admin()
+            .map_err(|e| target.fluss_error("reach", e))?;
+        let changes = AlterTableChanges {
+            config_changes: vec![AlterConfig::new(
+                DATALAKE_ENABLED,
+                Some(on.to_string()),
+                AlterConfigOpType::Set,
+            )],
+            ..Default::default()
+        };
+        let operation = if on {
+            "turn tiering on for"
+        } else {
+            "turn tiering off for"
+        };
+        target
+            .bounded(operation, admin.alter_table(&target.path, false, changes))
+            .await
+    }
+
+    /// The latest offset of every bucket of the table.
+    async fn latest_offsets(&self, target: &Target, info: &TableInfo) -> Result<HashMap<i32, i64>> {
+        let admin = self
+            .connection
+            .get_admin()
+            .map_err(|e| target.fluss_error("reach", e))?;
+        let buckets: Vec<i32> = (0..info.get_num_buckets()).collect();
+        target
+            .retrying("find the latest offsets of", || {
+                admin.list_offsets(&target.path, &buckets, OffsetSpec::Latest)
+            })
+            .await
+    }
+
+    /// The change-log records of the table that Fluss's tiering has not
+    /// committed into Paimon: per bucket, from the offset its newest lake
+    /// snapshot reached (the log's start without one) to the latest offset,
+    /// as `(bucket, from, to)` with `to` exclusive, buckets with none left out.
+    async fn untiered(&self, target: &Target, info: &TableInfo) -> Result<Untiered> {
+        let admin = self
+            .connection
+            .get_admin()
+            .map_err(|e| target.fluss_error("reach", e))?;
+        let latest = self.latest_offsets(target, info).await?;
+        let (snapshot_id, tiered): (Option<i64>, HashMap<i32, i64>) = match target
+            .answer(
+                "find the tiered snapshot of",
+                admin.get_lake_snapshot(&target.path, None, None),
+            )
+            .await?
+        {
+            Ok(lake) => (
+                Some(lake.snapshot_id),
+                lake.bucket_snapshots
+                    .iter()
+                    .filter(|b| b.partition_id.is_none())
+                    .filter_map(|b| b.log_offset.map(|o| (b.bucket_id, o)))
+                    .collect(),
+            ),
+            Err(e) if e.api_error() == Some(FlussError::LakeSnapshotNotExist) => {
+                (None, HashMap::new())
+            }
+            Err(e) => return Err(target.fluss_error("find the tiered snapshot of", e)),
+        };
+        let buckets: Vec<i32> = (0..info.get_num_buckets()).collect();
+        let earliest = if buckets.iter().all(|b| tiered.contains_key(b)) {
+            HashMap::new()
+        } else {
+            target
+                .retrying("find the earliest offsets of", || {
+                    admin.list_offsets(&target.path, &buckets, OffsetSpec::Earliest)
+                })
+                .await?
+        };
+        let mut waiting = Vec::new();
+        for bucket in buckets {
+            let to = latest.get(&bucket).copied().unwrap_or(0);
+            let from = tiered
+                .get(&bucket)
+                .or_else(|| earliest.get(&bucket))
+                .copied()
+                .unwrap_or(0)
+                .max(0);
+            if to > from {
+                waiting.push((bucket, from, to));
+            }
+        }
+        Ok(Untiered {
+            snapshot_id,
+            waiting,
+        })
+    }
+
+    /// Refuses turning the mode on again over rows the Fluss table got after
+    /// its tiering was stopped (writes planned before the mode was turned
+    /// off) when, on a primary-key table, Paimon got rows from elsewhere
+    /// since its last tiering: tiering the older rows would commit them
+    /// over the newer ones, key by key. Append tables only gain rows.
+    async fn check_no_stranded(
+        &self,
+        table: &Table,
+        target: &Target,
+        info: &TableInfo,
+    ) -> Result<()> {
+        let tiering_on = info
+            .get_properties()
+            .get(DATALAKE_ENABLED)
+            .is_some_and(|v| v.eq_ignore_ascii_case("true"));
+        if tiering_on || !target.primary_key {
+            return Ok(());
+        }
+        let untiered = self.untiered(target, info).await?;
+        if untiered.waiting.is_empty() {
+            return Ok(());
+        }
+        let Some(since) = self.direct_write_since(table, untiered.snapshot_id).await? else {
+            return Ok(());
+        };
+        Err(FlussStoreError::Stranded {
+            table: target.name.clone(),
+            records: untiered.records(),
+            since,
+        }
+        .into())
+    }
+
+    /// What says Paimon got rows other than from Fluss's tiering after
+    /// snapshot `tiered` (the newest Fluss tiered; `None`: none): a newer
+    /// snapshot another user committed, or snapshots expired so that this
+    /// cannot be told. `None`: nothing.
+    async fn direct_write_since(
+        &self,
+        table: &Table,
+        tiered: Option<i64>,
+    ) -> Result<Option<String>> {
+        let snapshots = table.snapshot_manager();
+        let Some(latest) = snapshots.get_latest_snapshot().await? else {
+            return Ok(None);
+        };
+        let after = tiered.unwrap_or(0);
+        let earliest = snapshots
+            .earliest_snapshot_id()
+            .await?
+            .unwrap_or(latest.id());
+        if earliest > after + 1 {
+            return Ok(Some(format!(
+                "Paimon's snapshots up to {} have expired, so whether Paimon got rows from \
+                 elsewhere since cannot be told",
+                earliest - 1
+            )));
+        }
+        let mut snapshot = latest;
+        while snapshot.id() > after {
+            if snapshot.commit_user() != TIERING_COMMIT_USER {
+                return Ok(Some(format!(
+                    "Paimon snapshot {} was committed since by '{}', not by Fluss's tiering",
+                    snapshot.id(),
+                    snapshot.commit_user()
+                )));
+            }
+            if snapshot.id() - 1 <= after {
+                break;
+            }
+            snapshot = snapshots.get_snapshot(snapshot.id() - 1).await?;
+        }
+        Ok(None)
+    }
+
+    /// Refuses an existing Fluss table that was written to when the Paimon
+    /// table was never served by Fluss (it lacks the system columns Fluss's
+    /// tiering adds, which stay once added): the Fluss table belongs to an
+    /// earlier table of the name. An empty one (made by hand, say) is fine.
+    async fn check_not_leftover(
+        &self,
+        table: &Table,
+        target: &Target,
+        info: &TableInfo,
+    ) -> Result<()> {
+        if schema::user_fields(table).len() < table.schema().fields().len() {
+            return Ok(());
+        }
+        let latest = self.latest_offsets(target, info).await?;
+        let records: i64 = latest.values().map(|o| (*o).max(0)).sum();
+        if records == 0 {
+            return Ok(());
+        }
+        Err(FlussStoreError::Leftover {
+            table: target.name.clone(),
+            servers: target.servers.clone(),
+            records,
+        }
+        .into())
+    }
+
     /// The Paimon snapshot to read when Fluss has tiered nothing readable
     /// yet: the newest one its tiering did not commit (the table as it was
     /// promoted), or none.
@@ -1136,7 +1413,7 @@ impl FlussStore {
         what: &str,
     ) -> Error {
         if !matches!(error, Error::StoreTableMissing { .. }) {
-            return error;
+            return self.diagnose(target, error, what).await;
         }
         match self.catalog.get_table(table.identifier()).await {
             Err(paimon::Error::TableNotExist { .. }) => FlussStoreError::Dropped {
@@ -1144,8 +1421,105 @@ impl FlussStore {
                 what: what.to_string(),
             }
             .into(),
-            _ => error,
+            _ => self.confirm_missing(target, error, what).await,
         }
+    }
+
+    /// A failure to reach or use the table, with its likely cause when
+    /// Fluss's coordinator lists no tablet server: then no bucket has a
+    /// leader, and Fluss's own answers (unknown tables, missing metadata,
+    /// refused connections) do not say so.
+    async fn diagnose(&self, target: &Target, error: Error, what: &str) -> Error {
+        let relevant = match &error {
+            Error::StoreUnavailable { .. } => true,
+            Error::StoreFailed { source, .. } => matches!(
+                source.downcast_ref::<FlussStoreError>(),
+                Some(FlussStoreError::Client { .. } | FlussStoreError::NotSeen { .. })
+            ),
+            _ => false,
+        };
+        if !relevant {
+            return error;
+        }
+        let Ok(admin) = self.connection.get_admin() else {
+            return error;
+        };
+        let nodes =
+            match tokio::time::timeout(target.request_timeout, admin.get_server_nodes()).await {
+                Ok(Ok(nodes)) => nodes,
+                _ => return error,
+            };
+        if nodes
+            .iter()
+            .any(|node| matches!(node.server_type(), ServerType::TabletServer))
+        {
+            return error;
+        }
+        Error::StoreUnavailable {
+            store: IDENTIFIER.to_string(),
+            reason: format!(
+                "the Fluss cluster at bootstrap servers '{}' has no tablet server running (its \
+                 coordinator lists none), so '{}' cannot be {what}: start the cluster's tablet \
+                 servers. What failed: {error}",
+                target.servers, target.name
+            ),
+        }
+    }
+
+    /// A [`Error::StoreTableMissing`] some server gave, checked with Fluss's
+    /// coordinator, which alone decides: a tablet server that is down,
+    /// restarting or behind on metadata answers "no such table" too.
+    async fn confirm_missing(&self, target: &Target, error: Error, what: &str) -> Error {
+        let operation = match what {
+            "read" => "read",
+            "written" => "write to",
+            other => other,
+        };
+        let admin = match self.connection.get_admin() {
+            Ok(admin) => admin,
+            Err(e) => return target.fluss_error("reach", e),
+        };
+        match target
+            .answer("check whether it has", admin.table_exists(&target.path))
+            .await
+        {
+            Ok(Ok(false)) => error,
+            Ok(Ok(true)) => FlussStoreError::NotSeen {
+                table: target.name.clone(),
+                servers: target.servers.clone(),
+                operation: operation.to_string(),
+            }
+            .into(),
+            Ok(Err(e)) => target.unavailable(
+                operation,
+                format!(
+                    "a server answered that the table does not exist, and Fluss's \
+                     coordinator could not be asked whether it does: {}",
+                    describe(&e)
+                ),
+            ),
+            Err(e) => target.unavailable(
+                operation,
+                format!(
+                    "a server answered that the table does not exist, and Fluss's \
+                     coordinator could not be asked whether it does: {e}"
+                ),
+            ),
+        }
+    }
+}
+
+/// The change-log records of a table Fluss's tiering has not committed.
+struct Untiered {
+    /// The Paimon snapshot of the newest lake snapshot, if any.
+    snapshot_id: Option<i64>,
+    /// `(bucket, from, to)`, `to` exclusive, for buckets with records waiting.
+    waiting: Vec<(i32, i64, i64)>,
+}
+
+impl Untiered {
+    fn records(&self) -> i64 {
+        self.waiting.iter().map(|(_, from, to)| to - from).sum()
     }
 }
 
@@ -1218,6 +1592,8 @@ impl LakestreamStore for FlussStore {
                     }
                     .into());
                 }
+                self.check_not_leftover(table, &target, &info).await?;
+                self.check_no_stranded(table, &target, &info).await?;
                 false
             }
             Err(Error::StoreTableMissing { .. }) => {
@@ -1265,7 +1641,92 @@ impl LakestreamStore for FlussStore {
             .await
         {
             Err(Error::StoreTableMissing { .. }) | Ok(()) => Ok(()),
+            // No answer: the coordinator may still drop it. The Paimon table
+            // is kept, and dropping it again finishes either way.
+            Err(Error::StoreUnavailable { store, reason }) => Err(Error::StoreUnavailable {
+                store,
+                reason: format!(
+                    "{reason}. The table '{name}' was not dropped, but Fluss may still drop its \
+                     Fluss table once it answers: run DROP TABLE again then, which drops what \
+                     is left",
+                    name = target.name
+                ),
+            }),
             Err(e) => Err(e),
+        }
+    }
+
+    async fn stop_tiering(&self, table: &Table) -> Result<()> {
+        let target = self.target(table)?;
+        // The coordinator's answer: a missing table is missing.
+        let info = self.table_info(&target).await?;
+        let was_on = info
+            .get_properties()
+            .get(DATALAKE_ENABLED)
+            .is_some_and(|v| v.eq_ignore_ascii_case("true"));
+        // Off first, then count: the lake snapshot the count starts from is
+        // recorded only after Paimon committed it, so a count of nothing
+        // means every row is in Paimon, and a round of the service that ran
+        // meanwhile committed rows the count saw as tiered or as waiting.
+        if was_on {
+            self.set_tiering(&target, false).await?;
+        }
+        let waiting = self.untiered(&target, &info).await;
+        match waiting {
+            Ok(untiered) if untiered.waiting.is_empty() => Ok(()),
+            other => {
+                // The mode stays on: the service tiers the table again.
+                let resumed = if was_on {
+                    self.set_tiering(&target, true).await
+                } else {
+                    Ok(())
+                };
+                let untiered = other?;
+                let records = untiered.records();
+                let buckets = untiered
+                    .waiting
+                    .iter()
+                    .map(|(bucket, from, to)| {
+                        format!("bucket {bucket}: offsets {from} to {}", to - 1)
+                    })
+                    .collect::<Vec<_>>()
+                    .join(", ");
+                let freshness = info
+                    .get_properties()
+                    .get("table.datalake.freshness")
+                    .map_or_else(
+                        || "Fluss's default of 3 minutes".to_string(),
+                        |f| format!("'{f}'"),
+                    );
+                let name = &target.name;
+                let mut wait = format!(
+                    "Wait for Fluss's tiering service to tier them: it tiers the table every \
+                     'table.datalake.freshness' ({freshness} for it), and each tiering commits \
+                     a snapshot by '{TIERING_COMMIT_USER}' that {name}$snapshots shows. Stop \
+                     writers to '{name}' first, or new rows wait too"
+                );
+                let restart = format!(
+                    "turn the mode on again (ALTER TABLE {name} SET TBLPROPERTIES \
+                     ('lakestream.enabled'='true')), which turns it on"
+                );
+                if let Err(e) = resumed {
+                    wait = format!(
+                        "Fluss's tiering of the table was turned off to count them and could \
+                         not be turned on again ({e}): {restart}. {wait}"
+                    );
+                } else if !was_on {
+                    wait = format!(
+                        "Fluss's tiering of the table is off ('table.datalake.enabled' is not \
+                         'true' on the Fluss table): {restart}. {wait}"
+                    );
+                }
+                Err(Error::UntieredRows {
+                    store: IDENTIFIER.to_string(),
+                    table: name.clone(),
+                    pending: format!("{records} change-log records ({buckets})"),
+                    wait,
+                })
+            }
         }
     }
 
