@@ -50,20 +50,32 @@ pub(crate) async fn read_snapshot(table: &Table, tiered: i64) -> Result<i64> {
     let Some(earliest) = snapshots.earliest_snapshot_id().await? else {
         return Ok(tiered);
     };
-    if latest <= tiered || earliest > tiered + 1 {
-        // Nothing after it, or snapshots after it expired: which of them
-        // tiering committed is unknown.
+    if latest <= tiered {
         return Ok(tiered);
     }
-    let mut chosen = tiered;
-    for id in tiered + 1..=latest {
+    // When `tiered` itself expired, the walk starts at the oldest snapshot
+    // kept: a tiering commit after `tiered` would be the one Fluss reports.
+    let first = tiered.max(earliest - 1);
+    let mut chosen = (first >= earliest).then_some(first);
+    for id in first + 1..=latest {
         let snapshot = snapshots.get_snapshot(id).await?;
         if snapshot.commit_user() == TIERING_COMMIT_USER {
             break;
         }
-        chosen = id;
+        chosen = Some(id);
     }
-    Ok(chosen)
+    match chosen {
+        Some(id) if id >= earliest => Ok(id),
+        _ => Err(crate::store::store_error(
+            IDENTIFIER,
+            format!(
+                "the Paimon snapshot {tiered} that Fluss's lake snapshot names has expired, and \
+                 the oldest one kept ({earliest}) was committed by Fluss's tiering after it: \
+                 read '{}' again once Fluss reports its newer lake snapshot",
+                table.identifier().full_name()
+            ),
+        )),
+    }
 }
 
 /// Refuses tiered offsets past the end of the log: Fluss's log lost rows

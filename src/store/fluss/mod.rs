@@ -1051,7 +1051,9 @@ impl FlussStore {
         }
         let mut snapshot = latest;
         while snapshot.id() > after {
-            if snapshot.commit_user() != TIERING_COMMIT_USER {
+            // A compaction rewrites files and changes no row.
+            let compaction = matches!(snapshot.commit_kind(), paimon::spec::CommitKind::COMPACT);
+            if snapshot.commit_user() != TIERING_COMMIT_USER && !compaction {
                 return Ok(Some(format!(
                     "Paimon snapshot {} was committed since by '{}', not by Fluss's tiering",
                     snapshot.id(),
@@ -1789,6 +1791,18 @@ impl FlussStore {
                 admin.list_offsets(&target.path, &buckets, OffsetSpec::Latest)
             })
             .await?;
+        // The lake snapshot of a table created again since `info` was read
+        // says nothing about this one.
+        if lake
+            .as_ref()
+            .is_some_and(|lake| lake.table_id != info.get_table_id())
+        {
+            return Err(target.replaced(
+                "dropped and created again",
+                "while this read was planned",
+                "read again",
+            ));
+        }
         let (snapshot_id, tiered): (Option<i64>, HashMap<i32, i64>) = match &lake {
             Some(lake) => {
                 let tiered = lake

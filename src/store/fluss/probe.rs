@@ -21,8 +21,11 @@
 //!   up to `client.scanner.log.fetch.max-bytes-for-bucket` or the end of a
 //!   log segment; once that answer is read, and the next answer (which Fluss
 //!   gives at once when the log has more before its end) brought nothing
-//!   within a settling time, no record lies in `[next, end)`. The read's own
-//!   scanner has found none for a second by then as well.
+//!   within a settling time, and the bucket's leader says its log reaches
+//!   `end` (a leader just elected may not yet have every record before it),
+//!   no record lies in `[next, end)`. The read's own scanner has found none
+//!   for a second by then as well. This rests on timing as well as on
+//!   records: docs/fluss.md says so.
 //!
 //! Anything else is [`Probe::Unknown`]: the read keeps waiting. That is the
 //! case of a log with no record at all before its tail of batches without
@@ -34,6 +37,7 @@
 use std::time::Duration;
 
 use fluss::client::{FlussConnection, EARLIEST_OFFSET};
+use fluss::rpc::message::OffsetSpec;
 
 use super::Target;
 use crate::error::Result;
@@ -43,7 +47,7 @@ const PROBE_POLL: Duration = Duration::from_millis(300);
 /// How long one probe from one offset may take.
 const PROBE_TIME: Duration = Duration::from_secs(3);
 /// How long a probe waits for more after the answer with its sentinel.
-const SETTLE: Duration = Duration::from_secs(1);
+const SETTLE: Duration = Duration::from_secs(2);
 
 /// What a probe found out about `[next, end)` of a bucket's log.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -126,7 +130,15 @@ async fn probe_from(
             // Fluss gives at once while the log has more before its end (an
             // answer stops at the end of a log segment).
             if quiet_since.is_some_and(|since| since.elapsed() >= SETTLE) {
-                return Ok(Probe::Done);
+                // The answer came from the bucket's leader as it is now. One
+                // just elected may not have every record before `end` yet
+                // (its high watermark is behind), and answers only up to
+                // what it has: then nothing is sure.
+                return Ok(if leader_has(connection, target, bucket, end).await {
+                    Probe::Done
+                } else {
+                    Probe::Unknown
+                });
             }
             if tokio::time::Instant::now() >= deadline {
                 return Ok(Probe::Unknown);
@@ -149,6 +161,21 @@ async fn probe_from(
             }
         }
     }
+}
+
+/// Whether the bucket's log, as its leader serves it now, reaches `end`
+/// (its latest offset, the high watermark, is at or past it).
+async fn leader_has(connection: &FlussConnection, target: &Target, bucket: i32, end: i64) -> bool {
+    let Ok(admin) = connection.get_admin() else {
+        return false;
+    };
+    let latest = target
+        .bounded(
+            "find the latest offsets of",
+            admin.list_offsets(&target.path, &[bucket], OffsetSpec::Latest),
+        )
+        .await;
+    matches!(latest, Ok(offsets) if offsets.get(&bucket).is_some_and(|latest| *latest >= end))
 }
 
 #[cfg(test)]
