@@ -202,6 +202,47 @@ pub(crate) fn cluster() -> &'static Cluster {
     }
 }
 
+/// The context of a child process of a Fluss test: a catalog on the
+/// warehouse `CHILD_WAREHOUSE` whose store is the cluster at
+/// `CHILD_BOOTSTRAP` (set by the parent).
+pub(crate) async fn child_context() -> LakeStreamContext {
+    let env = |key: &str| std::env::var(key).unwrap_or_else(|_| panic!("{key} not set"));
+    let mut ctx = LakeStreamContext::new();
+    ctx.register_catalog(
+        "paimon",
+        [
+            ("warehouse", env("CHILD_WAREHOUSE")),
+            ("lakestream.store", "fluss".to_string()),
+            ("fluss.bootstrap.servers", env("CHILD_BOOTSTRAP")),
+            ("fluss.client.request-timeout", "20s".to_string()),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect(),
+    )
+    .await
+    .expect("catalog");
+    ctx
+}
+
+/// A cluster of its own with Fluss's tiering service for test `name`, or
+/// `None` when `LAKESTREAM_FLUSS_TIERING=0` skips tests that need it.
+pub(crate) async fn tiering_cluster(name: &str) -> Option<Cluster> {
+    if std::env::var("LAKESTREAM_FLUSS_TIERING").as_deref() == Ok("0") {
+        eprintln!("{name}: skipped (LAKESTREAM_FLUSS_TIERING=0)");
+        return None;
+    }
+    let dir = std::env::temp_dir().join(format!(
+        "paimon-lakestream-fluss-{name}-{}",
+        std::process::id()
+    ));
+    let cluster = tokio::task::spawn_blocking(move || Cluster::start(&dir))
+        .await
+        .expect("join")
+        .unwrap_or_else(|e| panic!("no Fluss cluster for the tiering test: {e}"));
+    Some(cluster)
+}
+
 /// A closed loopback port: connecting to it is refused at once.
 pub(crate) fn closed_port() -> String {
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind a loopback port");
@@ -627,18 +668,9 @@ pub(crate) async fn eventually(
 /// tiering; `LAKESTREAM_FLUSS_TIERING=0` skips it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tiering_end_to_end() {
-    if std::env::var("LAKESTREAM_FLUSS_TIERING").as_deref() == Ok("0") {
-        eprintln!("tiering_end_to_end: skipped (LAKESTREAM_FLUSS_TIERING=0)");
+    let Some(cluster) = tiering_cluster("tiering").await else {
         return;
-    }
-    let dir = std::env::temp_dir().join(format!(
-        "paimon-lakestream-fluss-tiering-{}",
-        std::process::id()
-    ));
-    let cluster = tokio::task::spawn_blocking(move || Cluster::start(&dir))
-        .await
-        .expect("join")
-        .unwrap_or_else(|e| panic!("no Fluss cluster for the tiering test: {e}"));
+    };
     let harness = FlussHarness::on(&cluster).with("fluss.table.datalake.freshness", "2s");
     let (_w, ctx) = open(&harness, StoreCondition::Reachable).await;
 

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use datafusion::arrow::array::{Array, Int64Array};
 use paimon_lakestream::LakeStreamContext;
 
-use crate::fluss::{cluster, open, run, FlussHarness};
+use crate::fluss::{child_context, cluster, open, run, FlussHarness};
 use crate::slt::StoreCondition;
 use crate::support::child_command;
 
@@ -26,21 +26,7 @@ async fn fluss_statement_child() {
     let Ok(table) = std::env::var("LAKESTREAM_FLUSS_CHILD") else {
         return;
     };
-    let env = |key: &str| std::env::var(key).unwrap_or_else(|_| panic!("{key} not set"));
-    let mut ctx = LakeStreamContext::new();
-    ctx.register_catalog(
-        "paimon",
-        [
-            ("warehouse", env("CHILD_WAREHOUSE")),
-            ("lakestream.store", "fluss".to_string()),
-            ("fluss.bootstrap.servers", env("CHILD_BOOTSTRAP")),
-        ]
-        .into_iter()
-        .map(|(k, v)| (k.to_string(), v))
-        .collect(),
-    )
-    .await
-    .expect("catalog");
+    let ctx = child_context().await;
     println!("STARTED");
     run(
         &ctx,

@@ -39,7 +39,7 @@ use std::time::{Duration, Instant};
 use datafusion::arrow::array::{Array, Int64Array};
 use paimon_lakestream::LakeStreamContext;
 
-use crate::fluss::{open, query, run, Cluster, FlussHarness};
+use crate::fluss::{child_context, open, query, run, Cluster, FlussHarness};
 use crate::slt::StoreCondition;
 use crate::support::child_command;
 
@@ -90,22 +90,7 @@ async fn fluss_history_writer() {
         return;
     };
     let start: i64 = start.parse().expect("first id");
-    let env = |key: &str| std::env::var(key).unwrap_or_else(|_| panic!("{key} not set"));
-    let mut ctx = LakeStreamContext::new();
-    ctx.register_catalog(
-        "paimon",
-        [
-            ("warehouse", env("CHILD_WAREHOUSE")),
-            ("lakestream.store", "fluss".to_string()),
-            ("fluss.bootstrap.servers", env("CHILD_BOOTSTRAP")),
-            ("fluss.client.request-timeout", "20s".to_string()),
-        ]
-        .into_iter()
-        .map(|(k, v)| (k.to_string(), v))
-        .collect(),
-    )
-    .await
-    .expect("catalog");
+    let ctx = child_context().await;
     for id in start.. {
         let sql = format!("INSERT INTO {} VALUES ({id}, {})", table_of(id), id % 7);
         println!("TRY {id}");
@@ -422,7 +407,14 @@ async fn fluss_history() {
                 match query(&ctx, &format!("DROP TABLE {table}")).await {
                     Ok(_) => {
                         off.remove(table);
-                        run(&ctx, &create(table)).await;
+                        // While a tablet server restarts, Fluss cannot place
+                        // all replicas of a new table: try until it can.
+                        let deadline = Instant::now() + Duration::from_secs(120);
+                        while let Err(e) = query(&ctx, &create(table)).await {
+                            assert!(Instant::now() < deadline, "CREATE TABLE {table}: {e}");
+                            events.push(format!("CREATE TABLE {table} failed, retrying: {e}"));
+                            tokio::time::sleep(Duration::from_secs(2)).await;
+                        }
                         drain(&mut record, &lines);
                         record.drops.push((table, began, Instant::now()));
                         events.push(format!("dropped and created {table}"));
@@ -475,12 +467,16 @@ async fn fluss_history() {
     if let Some(done) = restart.take() {
         done.await.expect("join").expect("restart a tablet server");
     }
+    // Right after a tablet server restart the cluster can refuse for a
+    // while; the same process must get through once it recovers.
     for table in off {
-        run(
-            &ctx,
-            &format!("ALTER TABLE {table} SET TBLPROPERTIES ('lakestream.enabled' = 'true')"),
-        )
-        .await;
+        let sql = format!("ALTER TABLE {table} SET TBLPROPERTIES ('lakestream.enabled' = 'true')");
+        let deadline = Instant::now() + Duration::from_secs(120);
+        while let Err(e) = query(&ctx, &sql).await {
+            assert!(Instant::now() < deadline, "{sql}: {e}");
+            events.push(format!("{sql} failed, retrying: {e}"));
+            tokio::time::sleep(Duration::from_secs(2)).await;
+        }
     }
 
     // (b) and (c): once tiering caught up, `t` and `t$rt` agree.

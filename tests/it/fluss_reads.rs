@@ -8,7 +8,9 @@ use std::time::{Duration, Instant};
 use fluss::metadata::TablePath;
 use fluss::row::GenericRow;
 
-use crate::fluss::{cluster, eventually, fails, lines, open, run, Cluster, FlussHarness};
+use crate::fluss::{
+    cluster, eventually, fails, lines, open, run, tiering_cluster, Cluster, FlussHarness,
+};
 use crate::slt::StoreCondition;
 
 /// Deletes key `key` of the Fluss table `default.<table>` (columns `k INT,
@@ -152,18 +154,9 @@ async fn two_processes_deleting_one_row_leave_records() {
 /// and inserts while it tiers (item 8).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rows_loaded_while_off_are_read_and_deleted() {
-    if std::env::var("LAKESTREAM_FLUSS_TIERING").as_deref() == Ok("0") {
-        eprintln!("rows_loaded_while_off_are_read_and_deleted: skipped");
+    let Some(cluster) = tiering_cluster("reads").await else {
         return;
-    }
-    let dir = std::env::temp_dir().join(format!(
-        "paimon-lakestream-fluss-reads-{}",
-        std::process::id()
-    ));
-    let cluster = tokio::task::spawn_blocking(move || Cluster::start(&dir))
-        .await
-        .expect("join")
-        .unwrap_or_else(|e| panic!("no Fluss cluster for the tiering test: {e}"));
+    };
     let harness = FlussHarness::on(&cluster).with("fluss.table.datalake.freshness", "2s");
     let (_w, ctx) = open(&harness, StoreCondition::Reachable).await;
     let patience = Duration::from_secs(180);

@@ -872,24 +872,7 @@ impl FlussStore {
             self.catalog.alter_table(identifier, changes, false).await?;
         }
         if !enabled {
-            let admin = self
-                .connection
-                .get_admin()
-                .map_err(|e| target.fluss_error("reach", e))?;
-            let changes = AlterTableChanges {
-                config_changes: vec![AlterConfig::new(
-                    DATALAKE_ENABLED,
-                    Some("true".to_string()),
-                    AlterConfigOpType::Set,
-                )],
-                ..Default::default()
-            };
-            target
-                .bounded(
-                    "turn tiering on for",
-                    admin.alter_table(&target.path, false, changes),
-                )
-                .await?;
+            self.set_tiering(target, true).await?;
         }
         Ok(())
     }
