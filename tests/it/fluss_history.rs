@@ -400,7 +400,11 @@ async fn fluss_history() {
                     cluster.run_args(&["restart-tablet", &id.to_string()])
                 }));
             }
-            5 if ddl => {
+            // Not while a tablet server is down: Fluss 0.9.1 cannot start a
+            // server again that holds a replica of a table dropped while it
+            // was down ("table info not found in zookeeper metadata"), see
+            // docs/fluss.md.
+            5 if ddl && restart.as_ref().is_none_or(|r| r.is_finished()) => {
                 let table = TABLES[usize::try_from(rng.below(2)).unwrap_or(0)];
                 drain(&mut record, &lines);
                 let began = Instant::now();
