@@ -148,10 +148,8 @@ impl Record {
             }
             "ERR" => {
                 let message = parts.next().unwrap_or_default().to_string();
-                let lower = message.to_lowercase();
-                let unknown = (lower.contains("unknown") && lower.contains("outcome"))
-                    || lower.contains("may have been written")
-                    || lower.contains("may hold");
+                let unknown = crate::history::says_outcome_unknown(&message)
+                    || message.to_lowercase().contains("may hold");
                 self.ids.insert(
                     id,
                     if unknown {

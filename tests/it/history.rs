@@ -151,7 +151,7 @@ fn parse_ids(text: &str) -> Vec<i64> {
 }
 
 /// Whether an error says that its statement's outcome is unknown.
-fn says_outcome_unknown(message: &str) -> bool {
+pub(crate) fn says_outcome_unknown(message: &str) -> bool {
     let m = message.to_ascii_lowercase();
     (m.contains("unknown") && m.contains("outcome")) || m.contains("may have been written")
 }
