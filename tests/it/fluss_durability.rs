@@ -218,3 +218,62 @@ async fn one_replica_loses_at_most_the_writes_since_the_last_checkpoint() {
         );
     }
 }
+
+/// The tablet servers the coordinator lists as up.
+async fn tablets_up(cluster: &Cluster) -> usize {
+    let connection = cluster.connection().await;
+    let admin = connection.get_admin().expect("admin");
+    admin
+        .get_server_nodes()
+        .await
+        .map(|nodes| {
+            nodes
+                .iter()
+                .filter(|n| *n.server_type() == fluss::ServerType::TabletServer)
+                .count()
+        })
+        .unwrap_or(0)
+}
+
+/// Fluss 0.9.1 cannot start a tablet server again once a table it held a
+/// replica of was dropped while it was down. `DROP TABLE` is refused while
+/// the coordinator lists a replica's server as down, keeps the table
+/// readable, and goes through once the server is back, which can then
+/// restart again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_drop_waits_until_every_replica_is_up() {
+    let (cluster, _warehouse, ctx) = tables("drop-down", 3, ZK_SESSION).await;
+    let mut acked = [BTreeSet::new(), BTreeSet::new()];
+    write(&ctx, 1..=5, &mut acked).await;
+    script(&cluster, &["kill-tablet", "1"]).await;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while tablets_up(&cluster).await > 2 {
+        assert!(
+            Instant::now() < deadline,
+            "the coordinator still lists 3 tablet servers 60 s after one was killed"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    for table in TABLES {
+        let error = query(&ctx, &format!("DROP TABLE {table}"))
+            .await
+            .expect_err("a DROP while a replica is down")
+            .to_string();
+        assert!(
+            error.contains("tablet server that is down")
+                && error.contains(&format!("'default.{table}' was not dropped"))
+                && error.contains("run DROP TABLE again"),
+            "{table}: {error}"
+        );
+    }
+    script(&cluster, &["start-tablet", "1"]).await;
+    for (table, missing) in TABLES.into_iter().zip(missing(&ctx, &acked).await) {
+        assert!(missing.is_empty(), "{table} lost {missing:?}");
+    }
+    for table in TABLES {
+        run(&ctx, &format!("DROP TABLE {table}")).await;
+    }
+    // Every server can still restart.
+    script(&cluster, &["restart-tablet", "1"]).await;
+    script(&cluster, &["restart-tablet", "0"]).await;
+}

@@ -111,6 +111,32 @@ async fn a_log_of_only_batches_without_records_is_explained() {
     assert!(took < Duration::from_secs(15), "t$rt took {took:?}");
 }
 
+/// A DELETE of keys Fluss's key-value store holds sends the deletes alone:
+/// one change-log record each, and nothing a crash could split. (A key it
+/// does not hold goes as an upsert and then its delete: below.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_delete_of_held_keys_is_only_their_deletes() {
+    let cluster = tokio::task::spawn_blocking(cluster).await.expect("cluster");
+    let (_w, ctx) = open(&FlussHarness::on(cluster), StoreCondition::Reachable).await;
+    run(
+        &ctx,
+        "CREATE TABLE fr_held (k INT NOT NULL, v STRING, PRIMARY KEY (k)) \
+         WITH ('bucket' = '1', 'lakestream.enabled' = 'true')",
+    )
+    .await;
+    let values: Vec<String> = (1..=100).map(|k| format!("({k}, 'v{k}')")).collect();
+    run(
+        &ctx,
+        &format!("INSERT INTO fr_held VALUES {}", values.join(", ")),
+    )
+    .await;
+    let before = latest_offset(cluster, "fr_held").await;
+    run(&ctx, "DELETE FROM fr_held WHERE k > 40").await;
+    assert_eq!(latest_offset(cluster, "fr_held").await, before + 60);
+    let rows = lines(&run(&ctx, "SELECT count(*), min(k), max(k) FROM fr_held$rt").await);
+    assert_eq!(rows, vec!["40|1|40"]);
+}
+
 /// Item 1: a DELETE never becomes a batch without records, even of a key
 /// another process deleted first: Fluss logs records for it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

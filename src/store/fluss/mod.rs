@@ -56,7 +56,9 @@ use arrow::array::{ArrayRef, RecordBatch};
 use arrow::compute::cast;
 use arrow::datatypes::SchemaRef;
 use async_trait::async_trait;
-use fluss::client::{AppendWriter, FlussConnection, FlussTable, UpsertWriter, EARLIEST_OFFSET};
+use fluss::client::{
+    AppendWriter, FlussConnection, FlussTable, Lookuper, UpsertWriter, EARLIEST_OFFSET,
+};
 use fluss::error::FlussError;
 use fluss::metadata::{
     AlterConfig, AlterConfigOpType, AlterTableChanges, RowType, TableDescriptor, TableInfo,
@@ -322,6 +324,81 @@ impl StoreFactory for FlussStoreFactory {
     }
 }
 
+/// Fluss's admin client, with a coordinator to send to.
+///
+/// fluss-rs 1.0 sends admin calls to the coordinator named in its cached
+/// cluster metadata, and replaces that metadata with any server's answer. A
+/// tablet server that has just restarted answers before it has learned the
+/// coordinator, and from then on every admin call fails with "Coordinator
+/// server not found in cluster metadata": nothing in fluss-rs refreshes the
+/// metadata for an admin call. Asking a (randomly chosen) server again
+/// restores it.
+pub(crate) trait Coordinated {
+    async fn admin(&self) -> fluss::error::Result<Arc<fluss::client::FlussAdmin>>;
+}
+
+impl Coordinated for FlussConnection {
+    async fn admin(&self) -> fluss::error::Result<Arc<fluss::client::FlussAdmin>> {
+        let metadata = self.get_metadata();
+        for attempt in 0..3 {
+            if metadata.get_cluster().get_coordinator_server().is_some() {
+                break;
+            }
+            if attempt > 0 {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            // A failure here shows as the admin call's own error below.
+            let _ = metadata
+                .update_tables_metadata(
+                    &std::collections::HashSet::new(),
+                    &std::collections::HashSet::new(),
+                    vec![],
+                )
+                .await;
+        }
+        self.get_admin()
+    }
+}
+
+/// Whether Fluss's key-value store holds each row's key, looked up with
+/// the writer's lookupers, a share of the rows each.
+async fn held_keys(target: &Target, keys: &Keys, batch: &RecordBatch) -> Result<Vec<bool>> {
+    let projected = batch
+        .project(&keys.columns)
+        .map_err(|e| Error::Internal(format!("the primary key of '{}': {e}", target.name)))?;
+    let projected = Arc::new(arrow_bridge::to_arrow59(&projected).map_err(FlussStoreError::from)?);
+    let rows = projected.num_rows();
+    let share = rows.div_ceil(keys.lookupers.len().max(1)).max(1);
+    let lookups = keys.lookupers.iter().enumerate().map(|(n, lookuper)| {
+        let projected = Arc::clone(&projected);
+        async move {
+            let range = (n * share).min(rows)..((n + 1) * share).min(rows);
+            let mut found = Vec::with_capacity(range.len());
+            if range.is_empty() {
+                return Ok(found);
+            }
+            let mut lookuper = lookuper.lock().await;
+            let mut row =
+                ColumnarRow::new(projected, Arc::clone(&keys.row_type), range.start, None)
+                    .map_err(|e| target.fluss_error("look up the keys of", e))?;
+            for i in range {
+                row.set_row_id(i);
+                let result = target
+                    .bounded("look up a key of", lookuper.lookup(&row))
+                    .await?;
+                let holds = result
+                    .get_single_row()
+                    .map_err(|e| target.fluss_error("look up a key of", e))?
+                    .is_some();
+                found.push(holds);
+            }
+            Ok::<_, Error>(found)
+        }
+    });
+    let found = futures::future::try_join_all(lookups).await?;
+    Ok(found.into_iter().flatten().collect())
+}
+
 /// fluss-rs errors without Rust debug noise where it has a plain message.
 fn describe(error: &fluss::error::Error) -> String {
     match error {
@@ -542,7 +619,21 @@ impl Target {
     /// Like [`Self::bounded`], for idempotent calls: retried while the cluster
     /// answers that it is not ready yet (a new table's buckets have no
     /// leader for a moment), within the request timeout.
-    pub(crate) async fn retrying<T, F, Fut>(&self, operation: &str, mut call: F) -> Result<T>
+    pub(crate) async fn retrying<T, F, Fut>(&self, operation: &str, call: F) -> Result<T>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = fluss::error::Result<T>>,
+    {
+        self.retrying_when(operation, is_transient, call).await
+    }
+
+    /// Like [`Self::retrying`], retried while `transient` says so.
+    pub(crate) async fn retrying_when<T, F, Fut>(
+        &self,
+        operation: &str,
+        transient: impl Fn(&fluss::error::Error) -> bool,
+        mut call: F,
+    ) -> Result<T>
     where
         F: FnMut() -> Fut,
         Fut: Future<Output = fluss::error::Result<T>>,
@@ -552,9 +643,7 @@ impl Target {
         loop {
             match tokio::time::timeout_at(deadline, call()).await {
                 Ok(Ok(value)) => return Ok(value),
-                Ok(Err(e))
-                    if is_transient(&e) && tokio::time::Instant::now() + pause < deadline =>
-                {
+                Ok(Err(e)) if transient(&e) && tokio::time::Instant::now() + pause < deadline => {
                     tokio::time::sleep(pause).await;
                     pause = (pause * 2).min(Duration::from_secs(1));
                 }
@@ -598,7 +687,8 @@ impl Target {
                 return Err(self.replaced("dropped and created again", when, consequence));
             }
             let admin = connection
-                .get_admin()
+                .admin()
+                .await
                 .map_err(|e| self.fluss_error("reach", e))?;
             let current = match tokio::time::timeout_at(deadline, admin.get_table_info(&self.path))
                 .await
@@ -676,6 +766,19 @@ fn is_transient(error: &fluss::error::Error) -> bool {
     }
 }
 
+/// [`is_transient`], and a connection error the first `limit` times:
+/// fluss-rs refreshes metadata from a tablet server it picks at random, one
+/// that may have gone down, and leaves that one out of its next pick.
+fn or_connection_errors(limit: u32) -> impl Fn(&fluss::error::Error) -> bool {
+    let seen = std::sync::atomic::AtomicU32::new(0);
+    move |error| match error {
+        fluss::error::Error::RpcError { .. } => {
+            seen.fetch_add(1, std::sync::atomic::Ordering::Relaxed) < limit
+        }
+        other => is_transient(other),
+    }
+}
+
 /// A cached writer of one table, for one incarnation of it.
 struct Writer {
     incarnation: Incarnation,
@@ -687,8 +790,21 @@ struct Writer {
 
 enum WriterKind {
     Append(AppendWriter),
-    Upsert(UpsertWriter),
+    Upsert(UpsertWriter, Keys),
 }
+
+/// How a DELETE finds out whether Fluss's key-value store holds a key.
+struct Keys {
+    /// The primary key's columns, by position in the Fluss row.
+    columns: Vec<usize>,
+    /// The primary key's columns as a row type: what a lookup takes.
+    row_type: Arc<RowType>,
+    /// Lookups run this many at a time; fluss-rs batches them per server.
+    lookupers: Vec<Mutex<Lookuper>>,
+}
+
+/// Concurrent key lookups of one DELETE.
+const LOOKUPERS: usize = 16;
 
 /// What a cached writer was made for: the Fluss table (its id, which another
 /// process's `DROP`/`CREATE` changes, and its schema) and the Paimon schema
@@ -759,7 +875,8 @@ impl FlussStore {
             .get_or_try_init(|| async {
                 let admin = self
                     .connection
-                    .get_admin()
+                    .admin()
+                    .await
                     .map_err(|e| target.fluss_error("reach", e))?;
                 let configs = match target
                     .answer("describe the cluster for", admin.describe_cluster_configs())
@@ -809,13 +926,107 @@ impl FlussStore {
             .map(|_| ())
     }
 
+    /// Refuses to drop a table while one of its replicas is on a tablet
+    /// server the coordinator knows to be down: Fluss 0.9.1 cannot start that
+    /// server again afterwards (it fails recovering the dropped table's
+    /// replica). Seen from here, a replica is down when fewer tablet servers
+    /// are up than the table keeps replicas, or when a bucket of an
+    /// unpartitioned table has no leader among them. A server killed a moment
+    /// ago still counts as up until its coordinator session expires.
+    async fn check_replicas_up(
+        &self,
+        target: &Target,
+        admin: &fluss::client::FlussAdmin,
+    ) -> Result<()> {
+        let info = match self.table_info(target).await {
+            Ok(info) => info,
+            Err(Error::StoreTableMissing { .. }) => return Ok(()),
+            Err(e) => return Err(e),
+        };
+        let up: std::collections::HashSet<i32> = target
+            .bounded("list the servers of", admin.get_server_nodes())
+            .await?
+            .iter()
+            .filter(|node| *node.server_type() == ServerType::TabletServer)
+            .map(fluss::ServerNode::id)
+            .collect();
+        let replicas = match info
+            .get_properties()
+            .get("table.replication.factor")
+            .and_then(|v| v.trim().parse::<usize>().ok())
+        {
+            Some(replicas) => replicas,
+            // Not recorded on the table: the cluster's default applies.
+            None => target
+                .answer("describe the cluster for", admin.describe_cluster_configs())
+                .await?
+                .ok()
+                .and_then(|configs| {
+                    configs
+                        .into_iter()
+                        .find(|c| c.config_key == "default.replication.factor")
+                        .and_then(|c| c.config_value)
+                })
+                .and_then(|v| v.trim().parse::<usize>().ok())
+                .unwrap_or(1),
+        };
+        let mut down = None;
+        if up.len() < replicas {
+            down = Some(format!(
+                "it keeps {replicas} replicas of each bucket and only {} tablet server(s) are up",
+                up.len()
+            ));
+        } else if info.get_partition_keys().is_empty() {
+            let metadata = self.connection.get_metadata();
+            target
+                .retrying_when(
+                    "find the bucket leaders of",
+                    or_connection_errors(2),
+                    || metadata.update_table_metadata(&target.path),
+                )
+                .await?;
+            let cluster = metadata.get_cluster();
+            let leaderless: Vec<i32> = (0..info.get_num_buckets())
+                .filter(|bucket| {
+                    let bucket = fluss::metadata::TableBucket::new(info.get_table_id(), *bucket);
+                    !cluster
+                        .leader_for(&bucket)
+                        .is_some_and(|leader| up.contains(&leader.id()))
+                })
+                .collect();
+            if !leaderless.is_empty() {
+                down = Some(format!(
+                    "buckets {leaderless:?} have no leader on a tablet server that is up"
+                ));
+            }
+        }
+        match down {
+            None => Ok(()),
+            Some(why) => Err(Error::StoreUnavailable {
+                store: IDENTIFIER.to_string(),
+                reason: format!(
+                    "the Fluss table '{name}' has a replica on a tablet server that is down ({why}), \
+                     and Fluss 0.9.1 cannot start a tablet server again once a table it held was \
+                     dropped while it was down. The table '{name}' was not dropped: start the \
+                     tablet servers again, then run DROP TABLE again",
+                    name = target.name
+                ),
+            }),
+        }
+    }
+
     async fn table_info(&self, target: &Target) -> Result<TableInfo> {
         let admin = self
             .connection
-            .get_admin()
+            .admin()
+            .await
             .map_err(|e| target.fluss_error("reach", e))?;
+        // fluss-rs follows the coordinator's answer with a metadata refresh
+        // from a tablet server it picks at random.
         target
-            .bounded("describe", admin.get_table_info(&target.path))
+            .retrying_when("describe", or_connection_errors(2), || {
+                admin.get_table_info(&target.path)
+            })
             .await
     }
 
@@ -824,7 +1035,8 @@ impl FlussStore {
     async fn create_fluss_table(&self, target: &Target, shape: &FlussShape) -> Result<()> {
         let admin = self
             .connection
-            .get_admin()
+            .admin()
+            .await
             .map_err(|e| target.fluss_error("reach", e))?;
         target
             .bounded(
@@ -881,7 +1093,8 @@ impl FlussStore {
     async fn set_tiering(&self, target: &Target, on: bool) -> Result<()> {
         let admin = self
             .connection
-            .get_admin()
+            .admin()
+            .await
             .map_err(|e| target.fluss_error("reach", e))?;
         let changes = AlterTableChanges {
             config_changes: vec![AlterConfig::new(
@@ -905,7 +1118,8 @@ impl FlussStore {
     async fn latest_offsets(&self, target: &Target, info: &TableInfo) -> Result<HashMap<i32, i64>> {
         let admin = self
             .connection
-            .get_admin()
+            .admin()
+            .await
             .map_err(|e| target.fluss_error("reach", e))?;
         let buckets: Vec<i32> = (0..info.get_num_buckets()).collect();
         target
@@ -922,7 +1136,8 @@ impl FlussStore {
     async fn untiered(&self, target: &Target, info: &TableInfo) -> Result<Untiered> {
         let admin = self
             .connection
-            .get_admin()
+            .admin()
+            .await
             .map_err(|e| target.fluss_error("reach", e))?;
         let latest = self.latest_offsets(target, info).await?;
         let (snapshot_id, tiered): (Option<i64>, HashMap<i32, i64>) = match target
@@ -1163,11 +1378,40 @@ impl FlussStore {
             .into());
         }
         let kind = if target.primary_key {
+            let keys = info.get_primary_keys();
+            let row_type = info.get_row_type();
+            let columns = keys
+                .iter()
+                .map(|key| row_type.get_field_index(key))
+                .collect::<Option<Vec<usize>>>()
+                .ok_or_else(|| {
+                    Error::Internal(format!(
+                        "the Fluss table '{}' names primary key columns {keys:?} it does not have",
+                        target.name
+                    ))
+                })?;
+            let key_type = row_type
+                .project_with_field_names(keys)
+                .map_err(|e| target.fluss_error("write", e))?;
+            let lookupers = (0..LOOKUPERS)
+                .map(|_| {
+                    fluss_table
+                        .new_lookup()
+                        .and_then(|l| l.create_lookuper())
+                        .map(Mutex::new)
+                })
+                .collect::<fluss::error::Result<Vec<_>>>()
+                .map_err(|e| target.fluss_error("write", e))?;
             WriterKind::Upsert(
                 fluss_table
                     .new_upsert()
                     .and_then(|u| u.create_writer())
                     .map_err(|e| target.fluss_error("write", e))?,
+                Keys {
+                    columns,
+                    row_type: Arc::new(key_type),
+                    lookupers,
+                },
             )
         } else {
             WriterKind::Append(
@@ -1218,17 +1462,24 @@ impl FlussStore {
         batches: &[RecordBatch],
     ) -> std::result::Result<u64, SendFailure> {
         let mut converted = Vec::new();
+        let mut held = Vec::new();
         let mut rows = 0u64;
         for batch in batches {
             if batch.num_rows() == 0 {
                 continue;
             }
             rows += batch.num_rows() as u64;
-            let batch = conform(batch, &writer.arrow_schema)
-                .and_then(|b| {
-                    arrow_bridge::to_arrow59(&b).map_err(|e| FlussStoreError::from(e).into())
-                })
-                .map_err(SendFailure::before_sending)?;
+            let batch =
+                conform(batch, &writer.arrow_schema).map_err(SendFailure::before_sending)?;
+            if let (WriterKind::Upsert(_, keys), WriteKind::Delete) = (&writer.kind, kind) {
+                held.push(
+                    held_keys(target, keys, &batch)
+                        .await
+                        .map_err(SendFailure::before_sending)?,
+                );
+            }
+            let batch = arrow_bridge::to_arrow59(&batch)
+                .map_err(|e| SendFailure::before_sending(FlussStoreError::from(e).into()))?;
             converted.push(batch);
         }
         let mut pending = Vec::new();
@@ -1238,7 +1489,7 @@ impl FlussStore {
             sent: !pending.is_empty(),
             error: target.fluss_error("write", e),
         };
-        for batch in converted {
+        for (index, batch) in converted.into_iter().enumerate() {
             match (&writer.kind, kind) {
                 (WriterKind::Append(append), WriteKind::Append) => {
                     match append.append_arrow_batch(batch) {
@@ -1246,7 +1497,7 @@ impl FlussStore {
                         Err(e) => return Err(failed(&pending, e)),
                     }
                 }
-                (WriterKind::Upsert(upsert), WriteKind::Upsert | WriteKind::Delete) => {
+                (WriterKind::Upsert(upsert, _), WriteKind::Upsert | WriteKind::Delete) => {
                     let count = batch.num_rows();
                     let mut row = match ColumnarRow::new(
                         Arc::new(batch),
@@ -1259,15 +1510,19 @@ impl FlussStore {
                     };
                     for i in 0..count {
                         row.set_row_id(i);
-                        // A delete is sent as the row's upsert, then its
-                        // delete: Fluss's key-value store does not hold keys
-                        // that reached Paimon some other way (a load while
-                        // the mode was off), or that another writer deleted
-                        // meanwhile; a bare delete of such a key changes
-                        // nothing, so tiering would never remove it from
-                        // Paimon, and Fluss logs it as a batch without
-                        // records. Both are in one bucket, in this order.
-                        if kind == WriteKind::Delete {
+                        // A delete of a key Fluss's key-value store does
+                        // not hold (it reached Paimon some other way, as a
+                        // load while the mode was off, or another writer
+                        // deleted it meanwhile) changes nothing: tiering
+                        // would never remove it from Paimon, and Fluss logs
+                        // a batch without records. Such a key is sent as the
+                        // row's upsert, then its delete, in one bucket in
+                        // this order. A key it holds is sent as the delete
+                        // alone: nothing to interrupt.
+                        let unheld = held
+                            .get(index)
+                            .is_some_and(|held: &Vec<bool>| !held.get(i).copied().unwrap_or(false));
+                        if kind == WriteKind::Delete && unheld {
                             match upsert.upsert(&row) {
                                 Ok(queued) => pending.push(queued),
                                 Err(e) => return Err(failed(&pending, e)),
@@ -1302,7 +1557,7 @@ impl FlussStore {
         let acknowledged = async {
             match &writer.kind {
                 WriterKind::Append(append) => append.flush().await?,
-                WriterKind::Upsert(upsert) => upsert.flush().await?,
+                WriterKind::Upsert(upsert, _) => upsert.flush().await?,
             }
             futures::future::try_join_all(pending).await
         };
@@ -1426,7 +1681,7 @@ impl FlussStore {
         if !relevant {
             return error;
         }
-        let Ok(admin) = self.connection.get_admin() else {
+        let Ok(admin) = self.connection.admin().await else {
             return error;
         };
         let nodes =
@@ -1460,7 +1715,7 @@ impl FlussStore {
             "written" => "write to",
             other => other,
         };
-        let admin = match self.connection.get_admin() {
+        let admin = match self.connection.admin().await {
             Ok(admin) => admin,
             Err(e) => return target.fluss_error("reach", e),
         };
@@ -1597,7 +1852,7 @@ impl LakestreamStore for FlussStore {
         if finished.is_err() && created {
             // Best effort: a half-attached table must not pin a schema for the
             // next attempt. The attach error is the one to report.
-            if let Ok(admin) = self.connection.get_admin() {
+            if let Ok(admin) = self.connection.admin().await {
                 let _ = target
                     .bounded("drop", admin.drop_table(&target.path, true))
                     .await;
@@ -1619,8 +1874,10 @@ impl LakestreamStore for FlussStore {
         };
         let admin = self
             .connection
-            .get_admin()
+            .admin()
+            .await
             .map_err(|e| target.fluss_error("reach", e))?;
+        self.check_replicas_up(&target, &admin).await?;
         match target
             .bounded("drop", admin.drop_table(&target.path, true))
             .await
@@ -1752,7 +2009,8 @@ impl FlussStore {
         }
         let admin = self
             .connection
-            .get_admin()
+            .admin()
+            .await
             .map_err(|e| target.fluss_error("reach", e))?;
         // From here on the read belongs to this Fluss table.
         target.planned = true;

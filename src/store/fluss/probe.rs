@@ -39,7 +39,7 @@ use std::time::Duration;
 use fluss::client::{FlussConnection, EARLIEST_OFFSET};
 use fluss::rpc::message::OffsetSpec;
 
-use super::Target;
+use super::{Coordinated, Target};
 use crate::error::Result;
 
 /// How long one poll of a probe waits.
@@ -166,7 +166,7 @@ async fn probe_from(
 /// Whether the bucket's log, as its leader serves it now, reaches `end`
 /// (its latest offset, the high watermark, is at or past it).
 async fn leader_has(connection: &FlussConnection, target: &Target, bucket: i32, end: i64) -> bool {
-    let Ok(admin) = connection.get_admin() else {
+    let Ok(admin) = connection.admin().await else {
         return false;
     };
     let latest = target
