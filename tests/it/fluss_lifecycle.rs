@@ -170,10 +170,33 @@ async fn turning_off_stops_fluss_tiering_the_table() {
     );
 }
 
-/// Issue 11 item 4: rows that reach the Fluss table after the mode was
-/// turned off (a write planned before) are never tiered over rows written
-/// to Paimon directly since: turning the mode on again over them is refused,
-/// with how many wait and the ways out, and the newer row stays.
+/// Upserts `(k, v)` into the Fluss table `default.<table>` (columns `k INT,
+/// v STRING`) with fluss-rs directly, as another Fluss client would.
+async fn fluss_upsert(cluster: &Cluster, table: &str, k: i32, v: &str) {
+    let connection = cluster.connection().await;
+    let table = connection
+        .get_table(&TablePath::new("default", table))
+        .await
+        .expect("open the Fluss table");
+    let writer = table
+        .new_upsert()
+        .and_then(|u| u.create_writer())
+        .expect("an upsert writer");
+    let mut row = fluss::row::GenericRow::new(2);
+    row.set_field(0, k);
+    row.set_field(1, v);
+    let acknowledged = writer.upsert(&row).expect("queue the upsert");
+    writer.flush().await.expect("flush");
+    acknowledged.await.expect("the upsert is acknowledged");
+}
+
+/// Issue 11 items 4 and 5: a statement planned while the mode was on and run
+/// once it is off writes nothing: Fluss no longer tiers the table, and the
+/// error says so. Rows that reach the Fluss table after the mode was turned
+/// off anyway (another Fluss client; a write racing the change) are never
+/// tiered over rows written to Paimon directly since: turning the mode on
+/// again over them is refused, with how many wait and the ways out, and the
+/// newer row stays.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn turning_on_over_rows_fluss_got_after_off_is_refused_once_paimon_has_newer_rows() {
     let Some(cluster) = tiering().await else {
@@ -199,9 +222,21 @@ async fn turning_on_over_rows_fluss_got_after_off_is_refused_once_paimon_has_new
         "ALTER TABLE fl_late SET TBLPROPERTIES ('lakestream.enabled' = 'false')",
     )
     .await;
-    if let Err(e) = late.collect().await {
-        panic!("the write planned before the mode was turned off: {e}");
-    }
+    let error = late
+        .collect()
+        .await
+        .expect_err("a write planned before the mode was turned off")
+        .to_string();
+    assert!(
+        error.contains("Fluss's tiering of the Fluss table 'default.fl_late' is off")
+            && error.contains("Nothing was written"),
+        "{error}"
+    );
+    assert_eq!(
+        lines(&run(&ctx, "SELECT k, v FROM fl_late").await),
+        vec!["1|a"]
+    );
+    fluss_upsert(cluster, "fl_late", 1, "fluss-old").await;
     // A newer value written to Paimon directly.
     run(
         &ctx,
@@ -480,4 +515,71 @@ async fn errors_say_what_failed_while_a_server_is_down() {
         }
     }
     cluster.run("stop").expect("stop the cluster");
+}
+
+/// Issue 11: a process that dies while turning the mode off, after it turned
+/// Fluss's tiering of the table off, leaves the table in lake-stream mode
+/// with nothing tiering it. Writes then say so and write nothing, reads go
+/// on, and turning the mode on again resumes tiering. (No tiering service
+/// is needed: only the table's property is looked at.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writes_are_refused_while_fluss_does_not_tier_the_table() {
+    use fluss::metadata::{AlterConfig, AlterConfigOpType, AlterTableChanges};
+    let cluster = any_cluster().await;
+    let (_w, ctx) = open(&FlussHarness::on(cluster), StoreCondition::Reachable).await;
+    run(
+        &ctx,
+        "CREATE TABLE fl_halfway (k INT NOT NULL, v STRING, PRIMARY KEY (k)) \
+         WITH ('bucket' = '1', 'lakestream.enabled' = 'true')",
+    )
+    .await;
+    run(&ctx, "INSERT INTO fl_halfway VALUES (1, 'a')").await;
+    // What a turn-off that died midway leaves: tiering off in Fluss only.
+    let connection = cluster.connection().await;
+    let admin = connection.get_admin().expect("admin");
+    admin
+        .alter_table(
+            &TablePath::new("default", "fl_halfway"),
+            false,
+            AlterTableChanges {
+                config_changes: vec![AlterConfig::new(
+                    "table.datalake.enabled",
+                    Some("false".to_string()),
+                    AlterConfigOpType::Set,
+                )],
+                ..Default::default()
+            },
+        )
+        .await
+        .expect("turn tiering off in Fluss");
+    for sql in [
+        "INSERT INTO fl_halfway VALUES (2, 'b')",
+        "UPDATE fl_halfway SET v = 'A' WHERE k = 1",
+        "DELETE FROM fl_halfway WHERE k = 1",
+    ] {
+        let error = fails(&ctx, sql).await;
+        assert!(
+            error.contains("Fluss's tiering of the Fluss table 'default.fl_halfway' is off")
+                && error.contains("Turn the mode on"),
+            "{sql}: {error}"
+        );
+    }
+    assert_eq!(
+        lines(&run(&ctx, "SELECT k, v FROM fl_halfway$rt").await),
+        vec!["1|a"]
+    );
+    run(
+        &ctx,
+        "ALTER TABLE fl_halfway SET TBLPROPERTIES ('lakestream.enabled' = 'true')",
+    )
+    .await;
+    assert_eq!(
+        fluss_property(cluster, "fl_halfway", "table.datalake.enabled").await,
+        Some(Some("true".to_string()))
+    );
+    run(&ctx, "INSERT INTO fl_halfway VALUES (2, 'b')").await;
+    assert_eq!(
+        lines(&run(&ctx, "SELECT k, v FROM fl_halfway$rt").await),
+        vec!["1|a", "2|b"]
+    );
 }

@@ -202,6 +202,33 @@ pub enum FlussStoreError {
         /// What Paimon got since.
         since: String,
     },
+    /// A write to a table in lake-stream mode whose Fluss table has its
+    /// tiering off: its rows would never reach Paimon.
+    #[error(
+        "cannot write to '{table}': Fluss's tiering of the Fluss table '{table}' is off \
+         ('table.datalake.enabled' is not 'true' on it) while the table is in lake-stream \
+         mode, so rows written now would never reach Paimon. Another process is turning the \
+         mode off right now, or one stopped midway. Nothing was written. Turn the mode on \
+         again (ALTER TABLE ... SET TBLPROPERTIES ('lakestream.enabled' = 'true')) to resume \
+         tiering, or off to finish turning it off"
+    )]
+    TieringOff {
+        /// The table's full name.
+        table: String,
+    },
+    /// A drop while a replica of the table is on a tablet server that is down.
+    #[error(
+        "the Fluss table '{table}' has a replica on a tablet server that is down ({why}), and \
+         Fluss 0.9.1 cannot start a tablet server again once a table it held was dropped while \
+         it was down. The table '{table}' was not dropped: start the tablet servers again, then \
+         run DROP TABLE again"
+    )]
+    ReplicaDown {
+        /// The table's full name.
+        table: String,
+        /// What shows a replica is down.
+        why: String,
+    },
     /// Fluss answered that it has no such table, but its coordinator has it.
     #[error(
         "the Fluss cluster at '{servers}' could not {operation} '{table}': a server answered \
@@ -779,6 +806,13 @@ fn or_connection_errors(limit: u32) -> impl Fn(&fluss::error::Error) -> bool {
     }
 }
 
+/// Whether Fluss's tiering service tiers the Fluss table `info`.
+fn tiering_on(info: &TableInfo) -> bool {
+    info.get_properties()
+        .get(DATALAKE_ENABLED)
+        .is_some_and(|v| v.eq_ignore_ascii_case("true"))
+}
+
 /// A cached writer of one table, for one incarnation of it.
 struct Writer {
     incarnation: Incarnation,
@@ -1002,16 +1036,11 @@ impl FlussStore {
         }
         match down {
             None => Ok(()),
-            Some(why) => Err(Error::StoreUnavailable {
-                store: IDENTIFIER.to_string(),
-                reason: format!(
-                    "the Fluss table '{name}' has a replica on a tablet server that is down ({why}), \
-                     and Fluss 0.9.1 cannot start a tablet server again once a table it held was \
-                     dropped while it was down. The table '{name}' was not dropped: start the \
-                     tablet servers again, then run DROP TABLE again",
-                    name = target.name
-                ),
-            }),
+            Some(why) => Err(FlussStoreError::ReplicaDown {
+                table: target.name.clone(),
+                why,
+            }
+            .into()),
         }
     }
 
@@ -1073,10 +1102,7 @@ impl FlussStore {
     /// table's shape, then tiering on.
     async fn finish_attach(&self, target: &Target, identifier: &Identifier) -> Result<()> {
         let info = self.table_info(target).await?;
-        let enabled = info
-            .get_properties()
-            .get(DATALAKE_ENABLED)
-            .is_some_and(|v| v.eq_ignore_ascii_case("true"));
+        let enabled = tiering_on(&info);
         let paimon = self.catalog.get_table(identifier).await?;
         let options = schema::expected_paimon_options(&info, enabled);
         let changes = schema::paimon_changes(&paimon, &options)?;
@@ -1200,11 +1226,7 @@ impl FlussStore {
         target: &Target,
         info: &TableInfo,
     ) -> Result<()> {
-        let tiering_on = info
-            .get_properties()
-            .get(DATALAKE_ENABLED)
-            .is_some_and(|v| v.eq_ignore_ascii_case("true"));
-        if tiering_on || !target.primary_key {
+        if tiering_on(info) || !target.primary_key {
             return Ok(());
         }
         let untiered = self.untiered(target, info).await?;
@@ -1351,7 +1373,18 @@ impl FlussStore {
     /// the table again) or schema is dropped and a new one made.
     async fn writer(&self, table: &Table, target: &Target) -> Result<Arc<Writer>> {
         let current = self.table_info(target).await?;
-        let wanted = Incarnation::of(&current, table);
+        self.writer_for(table, target, &current).await
+    }
+
+    /// [`Self::writer`], for `current`, the Fluss table as the coordinator
+    /// just described it.
+    async fn writer_for(
+        &self,
+        table: &Table,
+        target: &Target,
+        current: &TableInfo,
+    ) -> Result<Arc<Writer>> {
+        let wanted = Incarnation::of(current, table);
         let mut writers = self.writers.lock().await;
         match writers.get(table.identifier()) {
             Some(writer) if writer.incarnation == wanted => return Ok(Arc::clone(writer)),
@@ -1585,7 +1618,20 @@ impl FlussStore {
         let mut tries = 0;
         loop {
             tries += 1;
-            let writer = match self.writer(table, target).await {
+            // A statement's rows are written only while Fluss tiers the
+            // table: a crash while turning the mode off can leave its tiering
+            // off, and a write racing a turn-off would strand its rows.
+            let writer = match self.table_info(target).await {
+                Ok(current) if !tiering_on(&current) => {
+                    return Err(FlussStoreError::TieringOff {
+                        table: target.name.clone(),
+                    }
+                    .into())
+                }
+                Ok(current) => self.writer_for(table, target, &current).await,
+                Err(e) => Err(e),
+            };
+            let writer = match writer {
                 Ok(writer) => writer,
                 Err(e) if tries == 1 && is_replaced(&e) => continue,
                 Err(e) => return Err(self.explain_missing(table, target, e, "written").await),
@@ -1877,7 +1923,19 @@ impl LakestreamStore for FlussStore {
             .admin()
             .await
             .map_err(|e| target.fluss_error("reach", e))?;
-        self.check_replicas_up(&target, &admin).await?;
+        if let Err(e) = self.check_replicas_up(&target, &admin).await {
+            return Err(match e {
+                Error::StoreUnavailable { store, reason } => Error::StoreUnavailable {
+                    store,
+                    reason: format!(
+                        "{reason}. The table '{name}' was not dropped: run DROP TABLE again \
+                         once Fluss answers",
+                        name = target.name
+                    ),
+                },
+                other => other,
+            });
+        }
         match target
             .bounded("drop", admin.drop_table(&target.path, true))
             .await
@@ -1902,10 +1960,7 @@ impl LakestreamStore for FlussStore {
         let target = self.target(table)?;
         // The coordinator's answer: a missing table is missing.
         let info = self.table_info(&target).await?;
-        let was_on = info
-            .get_properties()
-            .get(DATALAKE_ENABLED)
-            .is_some_and(|v| v.eq_ignore_ascii_case("true"));
+        let was_on = tiering_on(&info);
         // Off first, then count: the lake snapshot the count starts from is
         // recorded only after Paimon committed it, so a count of nothing
         // means every row is in Paimon, and a round of the service that ran
