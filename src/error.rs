@@ -461,6 +461,16 @@ pub enum Error {
         reason: String,
     },
 
+    /// Table maintenance (manifest compaction) could not finish; the table is
+    /// as it was.
+    #[error("maintenance of table '{table}' failed: {reason}")]
+    MaintenanceFailed {
+        /// The table's full name.
+        table: String,
+        /// What happened.
+        reason: String,
+    },
+
     /// A broken invariant of this crate: a bug, not a user error.
     #[error("internal error in paimon-lakestream: {0}")]
     Internal(String),
@@ -555,6 +565,7 @@ impl Error {
                 | Error::DataFusion(_)
                 | Error::StoreFailed { .. }
                 | Error::Internal(_)
+                | Error::MaintenanceFailed { .. }
                 | Error::SegmentDamaged { .. }
                 | Error::TieredPositionUnknown { .. }
                 | Error::StreamBehind { .. }

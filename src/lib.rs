@@ -10,6 +10,7 @@ mod context;
 pub mod error;
 mod exec;
 mod extension;
+pub mod maintenance;
 mod merge;
 pub mod name;
 pub mod options;

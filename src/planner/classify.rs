@@ -110,6 +110,7 @@ pub(crate) enum Kind {
     DropTable,
     DropDatabase,
     StoreProcedure,
+    Maintenance,
     Rollback,
     Tags,
     Branches,
@@ -124,7 +125,7 @@ pub(crate) enum Kind {
 impl Kind {
     /// Every kind, in the documentation's order.
     #[cfg(test)]
-    pub(crate) const ALL: [Kind; 29] = [
+    pub(crate) const ALL: [Kind; 30] = [
         Kind::Read,
         Kind::Wrapper,
         Kind::Insert,
@@ -145,6 +146,7 @@ impl Kind {
         Kind::DropTable,
         Kind::DropDatabase,
         Kind::StoreProcedure,
+        Kind::Maintenance,
         Kind::Rollback,
         Kind::Tags,
         Kind::Branches,
@@ -324,6 +326,15 @@ impl Kind {
                 E::None,
                 "the store tiers its rows into Paimon, or sets a damaged write aside",
                 Some("CALL sys.lakestream_tier('default.{t}')"),
+            ),
+            Kind::Maintenance => (
+                "`CALL sys.compact_manifest`",
+                H::Allowed,
+                E::None,
+                "rewrites the newest snapshot's manifests into as few as Paimon's \
+                 `manifest.target-file-size` allows, as a `COMPACT` snapshot that changes no \
+                 row (any Paimon table of the catalog)",
+                Some("CALL sys.compact_manifest('default.{t}')"),
             ),
             Kind::Rollback => (
                 "`CALL sys.rollback_to`, `CALL sys.rollback_to_timestamp`",
@@ -525,6 +536,7 @@ const STORE_PROCEDURES: &[&str] = &[
     crate::table::TIER_FUNCTION,
     crate::table::SET_ASIDE_FUNCTION,
 ];
+const MAINTENANCE_PROCEDURES: &[&str] = &[crate::table::COMPACT_MANIFEST_FUNCTION];
 const ROLLBACK_PROCEDURES: &[&str] = &["rollback_to", "rollback_to_timestamp"];
 const TAG_PROCEDURES: &[&str] = &[
     "create_tag",
@@ -561,6 +573,8 @@ fn procedure_kind(function: &Function) -> Kind {
     let is = |names: &[&str]| names.iter().any(|n| n.eq_ignore_ascii_case(name));
     if is(STORE_PROCEDURES) {
         Kind::StoreProcedure
+    } else if is(MAINTENANCE_PROCEDURES) {
+        Kind::Maintenance
     } else if is(ROLLBACK_PROCEDURES) {
         Kind::Rollback
     } else if is(TAG_PROCEDURES) {

@@ -165,7 +165,7 @@ impl StatementFilter<'_> {
                 }
                 self.route_dml("TRUNCATE", None).await
             }
-            (Kind::StoreProcedure, Statement::Call(function)) => {
+            (Kind::StoreProcedure | Kind::Maintenance, Statement::Call(function)) => {
                 let state = self.session.state();
                 let defaults = &state.config_options().catalog;
                 Ok(Checked::route(
@@ -524,12 +524,26 @@ fn procedure_call(function: &Function, default_schema: &str) -> Result<Option<St
     let Some(procedure) = [
         crate::table::TIER_FUNCTION,
         crate::table::SET_ASIDE_FUNCTION,
+        crate::table::COMPACT_MANIFEST_FUNCTION,
     ]
     .into_iter()
     .find(|procedure| name.value.eq_ignore_ascii_case(procedure)) else {
         return Ok(None);
     };
     let mut args = function.args.clone();
+    // Paimon names the table argument: `table => 'db.t'` is the first one.
+    if let FunctionArguments::List(list) = &mut args {
+        for arg in &mut list.args {
+            if let FunctionArg::Named {
+                name, arg: value, ..
+            } = arg
+            {
+                if name.value.eq_ignore_ascii_case("table") {
+                    *arg = FunctionArg::Unnamed(value.clone());
+                }
+            }
+        }
+    }
     if let (Some(catalog), FunctionArguments::List(list)) = (catalog, &mut args) {
         if let Some(FunctionArg::Unnamed(FunctionArgExpr::Expr(Expr::Value(value)))) =
             list.args.first_mut()

@@ -8,5 +8,8 @@ mod write;
 
 pub(crate) use factory::{PaimonTableFactory, PAIMON_FORMAT};
 pub(crate) use realtime::RealtimeTable;
-pub(crate) use tier::{SetAsideFunction, TierFunction, SET_ASIDE_FUNCTION, TIER_FUNCTION};
+pub(crate) use tier::{
+    CompactManifestFunction, SetAsideFunction, TierFunction, COMPACT_MANIFEST_FUNCTION,
+    SET_ASIDE_FUNCTION, TIER_FUNCTION,
+};
 pub(crate) use write::{RowChange, StoreWriteTable};

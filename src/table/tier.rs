@@ -6,11 +6,16 @@
 //! `lakestream_set_aside('db.t', position)`: moves a damaged segment of the
 //! store's log aside (its rows are lost), so reads and tiering go on; it
 //! answers what the segment held. `CALL sys.lakestream_set_aside(...)` too.
+//!
+//! `compact_manifest('db.t')`: rewrites the newest snapshot's manifests into
+//! as few as Paimon's options allow ([`crate::maintenance`]), on any Paimon
+//! table of a lake-stream catalog. `CALL sys.compact_manifest('db.t')` too,
+//! as in Paimon (`table => 'db.t'` is taken as well).
 
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use datafusion::arrow::array::{ArrayRef, RecordBatch, StringArray, UInt64Array};
+use datafusion::arrow::array::{ArrayRef, Int64Array, RecordBatch, StringArray, UInt64Array};
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::catalog::{Session, TableFunctionArgs, TableFunctionImpl};
 use datafusion::common::{ScalarValue, TableReference};
@@ -30,6 +35,8 @@ use crate::planner::PlannerState;
 pub(crate) const TIER_FUNCTION: &str = "lakestream_tier";
 /// The name of the set-aside function.
 pub(crate) const SET_ASIDE_FUNCTION: &str = "lakestream_set_aside";
+/// The name of the manifest compaction function (Paimon's procedure name).
+pub(crate) const COMPACT_MANIFEST_FUNCTION: &str = "compact_manifest";
 
 /// The `lakestream_tier` table function.
 #[derive(Debug)]
@@ -106,6 +113,95 @@ impl TableFunctionImpl for SetAsideFunction {
                 false,
             )])),
         }))
+    }
+}
+
+/// The `compact_manifest` table function.
+#[derive(Debug)]
+pub(crate) struct CompactManifestFunction {
+    state: Arc<PlannerState>,
+}
+
+impl CompactManifestFunction {
+    pub(crate) fn new(state: Arc<PlannerState>) -> Self {
+        Self { state }
+    }
+}
+
+impl TableFunctionImpl for CompactManifestFunction {
+    fn call_with_args(&self, args: TableFunctionArgs) -> DFResult<Arc<dyn TableProvider>> {
+        let usage = || {
+            DataFusionError::Plan(format!(
+                "{COMPACT_MANIFEST_FUNCTION} takes one argument, the table's name as a string: \
+                 {COMPACT_MANIFEST_FUNCTION}('db.t')"
+            ))
+        };
+        let [Expr::Literal(ScalarValue::Utf8(Some(name)) | ScalarValue::Utf8View(Some(name)), _)] =
+            args.exprs()
+        else {
+            return Err(usage());
+        };
+        let target = resolve(&self.state, &args, COMPACT_MANIFEST_FUNCTION, name)?;
+        Ok(Arc::new(CompactManifestTable {
+            target,
+            schema: Arc::new(Schema::new(vec![
+                Field::new("table", DataType::Utf8, false),
+                Field::new("snapshot_id", DataType::Int64, true),
+                Field::new("manifests_before", DataType::UInt64, true),
+                Field::new("manifests_after", DataType::UInt64, true),
+            ])),
+        }))
+    }
+}
+
+/// Manifest compaction as a table: planning a scan of it runs it.
+#[derive(Debug)]
+struct CompactManifestTable {
+    target: Target,
+    schema: SchemaRef,
+}
+
+#[async_trait]
+impl TableProvider for CompactManifestTable {
+    fn schema(&self) -> SchemaRef {
+        Arc::clone(&self.schema)
+    }
+
+    fn table_type(&self) -> TableType {
+        TableType::Temporary
+    }
+
+    async fn scan(
+        &self,
+        _state: &dyn Session,
+        projection: Option<&Vec<usize>>,
+        _filters: &[Expr],
+        _limit: Option<usize>,
+    ) -> DFResult<Arc<dyn ExecutionPlan>> {
+        let identifier = self.target.identifier().await;
+        let table = self
+            .target
+            .catalog
+            .get_table(&identifier)
+            .await
+            .map_err(Error::from)?;
+        let done =
+            crate::maintenance::compact_manifests(&table, crate::maintenance::When::Asked).await?;
+        let count = |n: usize| u64::try_from(n).unwrap_or(u64::MAX);
+        one_row(
+            &self.schema,
+            vec![
+                Arc::new(StringArray::from(vec![identifier.full_name()])),
+                Arc::new(Int64Array::from(vec![done.as_ref().map(|d| d.snapshot_id)])),
+                Arc::new(UInt64Array::from(vec![done
+                    .as_ref()
+                    .map(|d| count(d.manifests_before))])),
+                Arc::new(UInt64Array::from(vec![done
+                    .as_ref()
+                    .map(|d| count(d.manifests_after))])),
+            ],
+            projection,
+        )
     }
 }
 

@@ -21,6 +21,7 @@ mod fluss_lifecycle;
 mod fluss_reads;
 mod history;
 mod local_store;
+mod maintenance;
 mod memory_store;
 mod merge_engines;
 mod multipart;

@@ -41,6 +41,7 @@ pub use table::TIER_USER;
 use self::root::Root;
 use self::table::{with_row_kind, PartsWriter};
 use crate::error::{Error, Result};
+use crate::maintenance;
 use crate::options::{self, parse_duration, parse_size};
 use crate::store::{
     log_arrow_schema, primary_keys, LakestreamStore, ScanMode, StoreContext, StoreFactory,
@@ -495,8 +496,13 @@ impl Inner {
         }
     }
 
+    /// Tiers `table`, then compacts its manifests when a round left enough
+    /// of them (Paimon's `manifest.merge-min-count`; never on a `write-only`
+    /// table). A compaction that fails leaves the table as it was, and says
+    /// so after what the tiering did.
     async fn tier(&self, table: &Table) -> Result<TierReport> {
-        self.root
+        let report = self
+            .root
             .table(table.identifier())
             .tier(
                 table,
@@ -505,7 +511,20 @@ impl Inner {
                 self.options.segment_size.saturating_mul(2),
                 self.options.log_retention,
             )
-            .await
+            .await?;
+        if report.commits > 0 {
+            if let Err(e) = maintenance::compact_manifests(table, maintenance::When::Needed).await {
+                return Err(Error::MaintenanceFailed {
+                    table: table.identifier().full_name(),
+                    reason: format!(
+                        "tiering committed {} rows in {} snapshots up to position {}, then \
+                         compacting its manifests failed (the next round tries again): {e}",
+                        report.rows, report.commits, report.position
+                    ),
+                });
+            }
+        }
+        Ok(report)
     }
 }
 

@@ -1,0 +1,473 @@
+//! Table maintenance that paimon 0.4 does not do on commit: compacting a
+//! table's manifests.
+//!
+//! Every commit through paimon 0.4 writes a base manifest list naming every
+//! manifest of the snapshot before it, so a table committed to often (a
+//! lake-stream table tiers every round) makes every scan read one more
+//! manifest per commit. [`compact_manifests`] rewrites the live entries of
+//! the newest snapshot into as few manifests as Paimon's
+//! `manifest.target-file-size` allows, and publishes them as a `COMPACT`
+//! snapshot that changes no row: its base manifest list names the new
+//! manifests, its delta manifest list is empty. Java Paimon calls this a
+//! full compaction of manifests (`CALL sys.compact_manifest`).
+//!
+//! It follows Paimon's options: it runs on its own once a snapshot names
+//! `manifest.merge-min-count` manifests (default 30), never on a table with
+//! `write-only` = `true`, and on request whatever the count. The snapshot is
+//! published the way paimon publishes its own (the catalog's REST commit, or
+//! the file system's create-if-absent), against the snapshot it read: if
+//! another commit won, the new files are deleted and it starts again from the
+//! newer snapshot. Files the older snapshots name stay: removing them is
+//! snapshot expiry's business.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use paimon::spec::{
+    BinaryRow, CommitKind, CoreOptions, DataType, Datum, FileKind, Manifest, ManifestEntry,
+    ManifestFileMeta, ManifestList, Snapshot, EMPTY_SERIALIZED_ROW,
+};
+use paimon::table::{RenamingSnapshotCommit, SnapshotCommit, Table};
+
+use crate::error::{Error, Result};
+
+/// The commit user of maintenance snapshots.
+pub const MAINTENANCE_USER: &str = "paimon-lakestream-maintenance";
+
+/// Paimon's option: how many manifests a snapshot may name before they are
+/// merged.
+const MERGE_MIN_COUNT: &str = "manifest.merge-min-count";
+/// Paimon's default for [`MERGE_MIN_COUNT`].
+const DEFAULT_MERGE_MIN_COUNT: usize = 30;
+/// Paimon's option that turns compaction and expiry off for a table.
+const WRITE_ONLY: &str = "write-only";
+/// How many times a compaction starts again after losing a race.
+const ATTEMPTS: usize = 5;
+
+/// What a manifest compaction did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ManifestCompaction {
+    /// The snapshot it published.
+    pub snapshot_id: i64,
+    /// How many manifests the snapshot before named.
+    pub manifests_before: usize,
+    /// How many the new snapshot names.
+    pub manifests_after: usize,
+    /// How many data files they list.
+    pub data_files: usize,
+}
+
+/// When [`compact_manifests`] runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum When {
+    /// When the newest snapshot names `manifest.merge-min-count` manifests
+    /// or more, and the table is not `write-only`: after a commit.
+    Needed,
+    /// Whenever the newest snapshot names more than one manifest, or any
+    /// delete entry: on request.
+    Asked,
+}
+
+/// Compacts the manifests of `table`'s newest snapshot (see the module
+/// docs). `None`: nothing to do.
+pub async fn compact_manifests(table: &Table, when: When) -> Result<Option<ManifestCompaction>> {
+    let options = table.schema().options();
+    if when == When::Needed
+        && options
+            .get(WRITE_ONLY)
+            .is_some_and(|v| v.eq_ignore_ascii_case("true"))
+    {
+        return Ok(None);
+    }
+    let min_count = match options.get(MERGE_MIN_COUNT) {
+        Some(value) => value
+            .trim()
+            .parse::<usize>()
+            .map_err(|_| Error::InvalidOption {
+                key: MERGE_MIN_COUNT.to_string(),
+                reason: format!(
+                    "table '{}' sets it to '{value}', not a whole number",
+                    table.identifier().full_name()
+                ),
+            })?,
+        None => DEFAULT_MERGE_MIN_COUNT,
+    };
+    for _ in 0..ATTEMPTS {
+        match attempt(table, when, min_count).await? {
+            Attempt::Nothing => return Ok(None),
+            Attempt::Done(report) => return Ok(Some(report)),
+            Attempt::Lost => continue,
+        }
+    }
+    Err(Error::MaintenanceFailed {
+        table: table.identifier().full_name(),
+        reason: format!(
+            "other commits kept winning: {ATTEMPTS} manifest compactions in a row found a newer \
+             snapshot when they published; run it again when the table is quieter"
+        ),
+    })
+}
+
+enum Attempt {
+    Nothing,
+    Done(ManifestCompaction),
+    Lost,
+}
+
+async fn attempt(table: &Table, when: When, min_count: usize) -> Result<Attempt> {
+    let snapshots = table.snapshot_manager();
+    let Some(latest) = snapshots.get_latest_snapshot().await? else {
+        return Ok(Attempt::Nothing);
+    };
+    let file_io = table.file_io();
+    let manifest_dir = snapshots.manifest_dir();
+    let path = |name: &str| format!("{manifest_dir}/{name}");
+    let mut metas = ManifestList::read(file_io, &path(latest.base_manifest_list())).await?;
+    metas.extend(ManifestList::read(file_io, &path(latest.delta_manifest_list())).await?);
+    let deletes = metas.iter().any(|m| m.num_deleted_files() > 0);
+    let needed = match when {
+        When::Needed => metas.len() >= min_count.max(2),
+        When::Asked => metas.len() > 1 || deletes,
+    };
+    if !needed {
+        return Ok(Attempt::Nothing);
+    }
+
+    // The live entries, in commit order: an entry deleting a file takes out
+    // the entry that added it.
+    let mut live: Vec<Option<Live>> = Vec::new();
+    let mut index: HashMap<Key, usize> = HashMap::new();
+    let mut source_bytes = 0i64;
+    let mut source_entries = 0usize;
+    for meta in &metas {
+        source_bytes += meta.file_size();
+        let mut heads = Vec::new();
+        let mut cache = Default::default();
+        let entries = Manifest::read_filtered(
+            file_io,
+            &path(meta.file_name()),
+            &mut cache,
+            &mut |kind, _partition: &[u8], bucket, _total| {
+                heads.push((kind, bucket));
+                true
+            },
+        )
+        .await?;
+        if heads.len() != entries.len() {
+            return Err(corrupt(
+                table,
+                format!(
+                    "manifest '{}' read as {} entries but listed {}",
+                    meta.file_name(),
+                    entries.len(),
+                    heads.len()
+                ),
+            ));
+        }
+        source_entries += entries.len();
+        for ((kind, bucket), entry) in heads.into_iter().zip(entries) {
+            let key = Key::of(&entry, bucket);
+            match kind {
+                FileKind::Add => {
+                    index.insert(key, live.len());
+                    live.push(Some(Live { entry, bucket }));
+                }
+                FileKind::Delete => match index.remove(&key) {
+                    Some(at) => live[at] = None,
+                    None => {
+                        return Err(corrupt(
+                            table,
+                            format!(
+                                "manifest '{}' deletes data file '{}', which no manifest of \
+                                 snapshot {} adds",
+                                meta.file_name(),
+                                entry.file().file_name,
+                                latest.id()
+                            ),
+                        ))
+                    }
+                },
+            }
+        }
+    }
+    let live: Vec<Live> = live.into_iter().flatten().collect();
+
+    // Grouped by partition, so each manifest's partition range is narrow.
+    let mut by_partition: BTreeMap<Vec<u8>, Vec<Live>> = BTreeMap::new();
+    for item in live {
+        by_partition
+            .entry(item.entry.partition().to_vec())
+            .or_default()
+            .push(item);
+    }
+    let core = CoreOptions::new(table.schema().options());
+    let target = core.manifest_target_size().max(1);
+    let average = if source_entries == 0 {
+        1
+    } else {
+        (source_bytes / source_entries as i64).max(1)
+    };
+    let per_file = usize::try_from((target / average).max(1)).unwrap_or(usize::MAX);
+    let compression = core.manifest_compression().to_string();
+    let partition_types: Vec<DataType> = table
+        .schema()
+        .partition_fields()
+        .iter()
+        .map(|f| f.data_type().clone())
+        .collect();
+
+    let prefix = format!("manifest-{}", uuid::Uuid::new_v4());
+    let mut created: Vec<String> = Vec::new();
+    let written = async {
+        let mut new_metas = Vec::new();
+        let mut chunk: Vec<Live> = Vec::new();
+        let mut data_files = 0usize;
+        let groups: Vec<Vec<Live>> = by_partition.into_values().collect();
+        let total = groups.len();
+        for (n, group) in groups.into_iter().enumerate() {
+            chunk.extend(group);
+            let last = n + 1 == total;
+            while chunk.len() >= per_file || (last && !chunk.is_empty()) {
+                let rest = chunk.split_off(chunk.len().min(per_file));
+                let name = format!("{prefix}-{}", new_metas.len());
+                created.push(path(&name));
+                data_files += chunk.len();
+                new_metas.push(
+                    write_manifest(
+                        table,
+                        &path(&name),
+                        &name,
+                        &chunk,
+                        &compression,
+                        &partition_types,
+                    )
+                    .await?,
+                );
+                chunk = rest;
+            }
+        }
+        let unique = uuid::Uuid::new_v4();
+        let base = format!("manifest-list-{unique}-0");
+        let delta = format!("manifest-list-{unique}-1");
+        created.push(path(&base));
+        ManifestList::write_with_compression(file_io, &path(&base), &new_metas, &compression)
+            .await?;
+        created.push(path(&delta));
+        ManifestList::write_with_compression(file_io, &path(&delta), &[], &compression).await?;
+        Ok::<_, Error>((new_metas.len(), data_files, base, delta))
+    }
+    .await;
+    let (manifests_after, data_files, base, delta) = match written {
+        Ok(written) => written,
+        Err(e) => {
+            delete_all(table, &created).await;
+            return Err(e);
+        }
+    };
+
+    let snapshot = Snapshot::builder()
+        .version(3)
+        .uuid(Some(uuid::Uuid::new_v4().to_string()))
+        .id(latest.id() + 1)
+        .schema_id(latest.schema_id())
+        .base_manifest_list(base)
+        .delta_manifest_list(delta)
+        .commit_user(MAINTENANCE_USER.to_string())
+        .commit_identifier(i64::MAX)
+        .commit_kind(CommitKind::COMPACT)
+        .time_millis(now_ms())
+        .total_record_count(latest.total_record_count())
+        .delta_record_count(Some(0))
+        .index_manifest(latest.index_manifest().map(str::to_string))
+        .watermark(latest.watermark())
+        .statistics(latest.statistics().map(str::to_string))
+        .next_row_id(latest.next_row_id())
+        .build();
+    let publisher: Arc<dyn SnapshotCommit> = match table.rest_env() {
+        Some(env) => env.snapshot_commit(),
+        None => Arc::new(RenamingSnapshotCommit::new(snapshots.clone())),
+    };
+    // Once publication starts its outcome may be unknown: on an error the
+    // files stay, as paimon's own commit leaves them.
+    let published = publisher
+        .commit(latest.uuid(), &snapshot, table.branch(), &[])
+        .await?;
+    if !published {
+        delete_all(table, &created).await;
+        return Ok(Attempt::Lost);
+    }
+    Ok(Attempt::Done(ManifestCompaction {
+        snapshot_id: snapshot.id(),
+        manifests_before: metas.len(),
+        manifests_after,
+        data_files,
+    }))
+}
+
+/// A live entry and its bucket (which paimon 0.4 does not hand out).
+struct Live {
+    entry: ManifestEntry,
+    bucket: i32,
+}
+
+/// What names one data file in a table's manifests: Paimon's
+/// `FileEntry.Identifier`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct Key {
+    partition: Vec<u8>,
+    bucket: i32,
+    level: i32,
+    file_name: String,
+    extra_files: Vec<String>,
+    embedded_index: Option<Vec<u8>>,
+    external_path: Option<String>,
+}
+
+impl Key {
+    fn of(entry: &ManifestEntry, bucket: i32) -> Self {
+        let file = entry.file();
+        Self {
+            partition: entry.partition().to_vec(),
+            bucket,
+            level: file.level,
+            file_name: file.file_name.clone(),
+            extra_files: file.extra_files.clone(),
+            embedded_index: file.embedded_index.clone(),
+            external_path: file.external_path.clone(),
+        }
+    }
+}
+
+/// Writes `entries` (all additions) as the manifest `name`, and describes it
+/// the way paimon's commit does.
+async fn write_manifest(
+    table: &Table,
+    path: &str,
+    name: &str,
+    entries: &[Live],
+    compression: &str,
+    partition_types: &[DataType],
+) -> Result<ManifestFileMeta> {
+    let file_io = table.file_io();
+    let plain: Vec<ManifestEntry> = entries.iter().map(|l| l.entry.clone()).collect();
+    Manifest::write_with_compression(file_io, path, &plain, compression).await?;
+    let size = file_io.get_status(path).await?.size;
+    let mut schema_id = 0i64;
+    let (mut min_bucket, mut max_bucket) = (i32::MAX, i32::MIN);
+    let (mut min_level, mut max_level) = (i32::MAX, i32::MIN);
+    let mut row_ids: Option<(i64, i64)> = None;
+    let mut all_row_ids = true;
+    for Live { entry, bucket } in entries {
+        let file = entry.file();
+        schema_id = schema_id.max(file.schema_id);
+        min_bucket = min_bucket.min(*bucket);
+        max_bucket = max_bucket.max(*bucket);
+        min_level = min_level.min(file.level);
+        max_level = max_level.max(file.level);
+        match file.row_id_range() {
+            Some((start, end)) => {
+                row_ids = Some(row_ids.map_or((start, end), |(s, e)| (s.min(start), e.max(end))));
+            }
+            None => all_row_ids = false,
+        }
+    }
+    let some = |v: i32, empty: i32| (v != empty).then_some(v);
+    let row_ids = if all_row_ids { row_ids } else { None };
+    Ok(ManifestFileMeta::new(
+        name.to_string(),
+        i64::try_from(size).unwrap_or(i64::MAX),
+        i64::try_from(entries.len()).unwrap_or(i64::MAX),
+        0,
+        partition_stats(entries, partition_types)?,
+        schema_id,
+    )
+    .with_bucket_level_stats(
+        some(min_bucket, i32::MAX),
+        some(max_bucket, i32::MIN),
+        some(min_level, i32::MAX),
+        some(max_level, i32::MIN),
+    )
+    .with_row_id_stats(row_ids.map(|r| r.0), row_ids.map(|r| r.1)))
+}
+
+/// The minimum and maximum of each partition field over `entries`, and how
+/// many entries have it null: what a manifest's partition stats say.
+///
+/// paimon 0.4 does not export its stats type; `T` is it, inferred from
+/// [`ManifestFileMeta::new`], and built from its serialized form.
+fn partition_stats<T: serde::de::DeserializeOwned>(
+    entries: &[Live],
+    types: &[DataType],
+) -> Result<T> {
+    let stats = |min: Vec<u8>, max: Vec<u8>, nulls: Vec<Option<i64>>| {
+        serde_json::from_value(serde_json::json!({
+            "_MIN_VALUES": min,
+            "_MAX_VALUES": max,
+            "_NULL_COUNTS": nulls,
+        }))
+        .map_err(|e| Error::Internal(format!("cannot build a manifest's partition stats: {e}")))
+    };
+    if types.is_empty() || entries.is_empty() {
+        return stats(
+            EMPTY_SERIALIZED_ROW.clone(),
+            EMPTY_SERIALIZED_ROW.clone(),
+            Vec::new(),
+        );
+    }
+    let mut mins: Vec<Option<Datum>> = vec![None; types.len()];
+    let mut maxs: Vec<Option<Datum>> = vec![None; types.len()];
+    let mut nulls = vec![0i64; types.len()];
+    for Live { entry, .. } in entries {
+        let bytes = entry.partition();
+        if bytes.is_empty() {
+            continue;
+        }
+        let row = BinaryRow::from_serialized_bytes(bytes)?;
+        for (i, data_type) in types.iter().enumerate() {
+            match row.get_datum(i, data_type)? {
+                Some(datum) => {
+                    if mins[i].as_ref().is_none_or(|m| datum < *m) {
+                        mins[i] = Some(datum.clone());
+                    }
+                    if maxs[i].as_ref().is_none_or(|m| datum > *m) {
+                        maxs[i] = Some(datum);
+                    }
+                }
+                None => nulls[i] += 1,
+            }
+        }
+    }
+    let row = |values: &[Option<Datum>]| {
+        let fields: Vec<(Option<&Datum>, &DataType)> = values
+            .iter()
+            .map(Option::as_ref)
+            .zip(types.iter())
+            .collect();
+        BinaryRow::from_datums(&fields).to_serialized_bytes()
+    };
+    stats(
+        row(&mins),
+        row(&maxs),
+        nulls.into_iter().map(Some).collect(),
+    )
+}
+
+fn corrupt(table: &Table, reason: String) -> Error {
+    Error::MaintenanceFailed {
+        table: table.identifier().full_name(),
+        reason: format!("its manifests do not add up, so they were left as they are: {reason}"),
+    }
+}
+
+async fn delete_all(table: &Table, paths: &[String]) {
+    for path in paths {
+        let _ = table.file_io().delete_file(path).await;
+    }
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+        .unwrap_or(0)
+}

@@ -1,0 +1,209 @@
+//! Manifest compaction (issue 12): tiering rounds keep the number of
+//! manifests a scan reads bounded, `CALL sys.compact_manifest` compacts any
+//! Paimon table on request, and neither changes a row of any snapshot.
+
+use std::collections::BTreeMap;
+
+use datafusion::arrow::util::display::array_value_to_string;
+use paimon::catalog::{Catalog as _, Identifier};
+use paimon::spec::ManifestList;
+use paimon_lakestream::LakeStreamContext;
+use tempfile::TempDir;
+
+use crate::support::{local_store_options, run};
+
+/// A context on a fresh warehouse whose lake-stream tables use the `local`
+/// store, tiering only on request.
+async fn context(dir: &TempDir) -> LakeStreamContext {
+    let options = local_store_options(
+        &dir.path().join("warehouse"),
+        &dir.path().join("store"),
+        "off",
+    );
+    let mut ctx = LakeStreamContext::new();
+    ctx.register_catalog("paimon", options)
+        .await
+        .expect("register the catalog");
+    ctx
+}
+
+/// Every row `sql` returns, its values joined with `|`, sorted.
+async fn rows(ctx: &LakeStreamContext, sql: &str) -> Vec<String> {
+    let batches = ctx
+        .sql(sql)
+        .await
+        .unwrap_or_else(|e| panic!("{sql}: {e}"))
+        .collect()
+        .await
+        .unwrap_or_else(|e| panic!("{sql}: {e}"));
+    let mut out = Vec::new();
+    for batch in batches {
+        for row in 0..batch.num_rows() {
+            let values: Vec<String> = batch
+                .columns()
+                .iter()
+                .map(|c| array_value_to_string(c, row).expect("a printable value"))
+                .collect();
+            out.push(values.join("|"));
+        }
+    }
+    out.sort();
+    out
+}
+
+/// The newest snapshot of `default.<table>`: its id, kind, and how many
+/// manifests it names.
+async fn newest(ctx: &LakeStreamContext, table: &str) -> (i64, String, usize) {
+    let catalog = ctx.catalog("paimon").expect("catalog");
+    let table = catalog
+        .get_table(&Identifier::new("default", table))
+        .await
+        .expect("table");
+    let snapshots = table.snapshot_manager();
+    let latest = snapshots
+        .get_latest_snapshot()
+        .await
+        .expect("read the newest snapshot")
+        .expect("a snapshot");
+    let dir = snapshots.manifest_dir();
+    let mut count = 0;
+    for list in [latest.base_manifest_list(), latest.delta_manifest_list()] {
+        count += ManifestList::read(table.file_io(), &format!("{dir}/{list}"))
+            .await
+            .expect("read a manifest list")
+            .len();
+    }
+    (latest.id(), format!("{:?}", latest.commit_kind()), count)
+}
+
+/// Tiering rounds into an append table and a partitioned primary-key table:
+/// no snapshot names more than `manifest.merge-min-count` manifests, every
+/// row is there once, and every snapshot reads as it did when committed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tiering_rounds_keep_the_manifests_a_scan_reads_bounded() {
+    let dir = TempDir::new().expect("temp dir");
+    let ctx = context(&dir).await;
+    run(
+        &ctx,
+        "CREATE TABLE lg (id BIGINT, v STRING) WITH ('lakestream.enabled' = 'true', \
+         'manifest.merge-min-count' = '8')",
+    )
+    .await;
+    run(
+        &ctx,
+        "CREATE TABLE kv (p INT NOT NULL, k BIGINT NOT NULL, v STRING, PRIMARY KEY (p, k)) \
+         PARTITIONED BY (p) WITH ('lakestream.enabled' = 'true', 'bucket' = '2', \
+         'manifest.merge-min-count' = '8')",
+    )
+    .await;
+    // What each snapshot read when it was the newest.
+    let mut seen: BTreeMap<(&str, i64), Vec<String>> = BTreeMap::new();
+    let mut compactions = 0;
+    for round in 0..30i64 {
+        run(
+            &ctx,
+            &format!(
+                "INSERT INTO lg VALUES ({round}, 'v{round}'), ({}, 'w')",
+                round + 1000
+            ),
+        )
+        .await;
+        // Keys repeat across rounds and partitions: later values win, and
+        // a delete every fifth round removes one.
+        run(
+            &ctx,
+            &format!(
+                "INSERT INTO kv VALUES ({}, {}, 'r{round}'), ({}, {round}, 'n{round}')",
+                round % 3,
+                round % 7,
+                (round + 1) % 3,
+            ),
+        )
+        .await;
+        if round % 5 == 4 {
+            run(&ctx, &format!("DELETE FROM kv WHERE k = {}", round % 7)).await;
+        }
+        for table in ["lg", "kv"] {
+            run(
+                &ctx,
+                &format!("CALL sys.lakestream_tier('default.{table}')"),
+            )
+            .await;
+            let (id, kind, manifests) = newest(&ctx, table).await;
+            assert!(
+                manifests <= 8,
+                "{table}: snapshot {id} ({kind}) names {manifests} manifests after round {round}"
+            );
+            if kind == "COMPACT" {
+                compactions += 1;
+            }
+            seen.insert(
+                (table, id),
+                rows(&ctx, &format!("SELECT * FROM {table}")).await,
+            );
+        }
+        assert_eq!(
+            rows(&ctx, "SELECT * FROM lg").await,
+            rows(&ctx, "SELECT * FROM lg$rt").await
+        );
+        assert_eq!(
+            rows(&ctx, "SELECT * FROM kv").await,
+            rows(&ctx, "SELECT * FROM kv$rt").await
+        );
+    }
+    assert!(compactions >= 4, "only {compactions} compactions ran");
+    assert_eq!(rows(&ctx, "SELECT count(*) FROM lg").await, vec!["60"]);
+    // Every snapshot, before and after compactions, reads what it read.
+    for ((table, id), expected) in &seen {
+        assert_eq!(
+            &rows(&ctx, &format!("SELECT * FROM {table} VERSION AS OF {id}")).await,
+            expected,
+            "{table} at snapshot {id}"
+        );
+    }
+}
+
+/// `CALL sys.compact_manifest` compacts any Paimon table of the catalog,
+/// lake-stream or not, whatever the count; a table with one manifest is
+/// left alone; a table that is `write-only` is compacted only on request.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn compact_manifest_on_request() {
+    let dir = TempDir::new().expect("temp dir");
+    let ctx = context(&dir).await;
+    run(
+        &ctx,
+        "CREATE TABLE plain (id BIGINT, v STRING) WITH ('write-only' = 'true')",
+    )
+    .await;
+    for i in 0..5 {
+        run(&ctx, &format!("INSERT INTO plain VALUES ({i}, 'v{i}')")).await;
+    }
+    let before = rows(&ctx, "SELECT * FROM plain").await;
+    let (id, _, manifests) = newest(&ctx, "plain").await;
+    assert_eq!((id, manifests), (5, 5));
+    let answer = rows(&ctx, "CALL sys.compact_manifest(table => 'default.plain')").await;
+    assert_eq!(answer, vec!["default.plain|6|5|1"]);
+    assert_eq!(newest(&ctx, "plain").await, (6, "COMPACT".to_string(), 1));
+    assert_eq!(rows(&ctx, "SELECT * FROM plain").await, before);
+    // Nothing left to do: no snapshot.
+    let answer = rows(&ctx, "CALL sys.compact_manifest('default.plain')").await;
+    assert_eq!(answer, vec!["default.plain|||"]);
+    assert_eq!(newest(&ctx, "plain").await.0, 6);
+    // Writes go on on top of the compacted snapshot.
+    run(&ctx, "INSERT INTO plain VALUES (9, 'after')").await;
+    assert_eq!(rows(&ctx, "SELECT count(*) FROM plain").await, vec!["6"]);
+    assert_eq!(
+        rows(&ctx, "SELECT * FROM plain VERSION AS OF 3").await,
+        before[..3].to_vec()
+    );
+    // The table function works as well, and names what it cannot find.
+    let outcome = match ctx
+        .sql("SELECT * FROM compact_manifest('default.nope')")
+        .await
+    {
+        Ok(frame) => frame.collect().await.map(|_| ()),
+        Err(e) => Err(e),
+    };
+    let error = outcome.expect_err("a table that does not exist").to_string();
+    assert!(error.contains("default.nope"), "{error}");
+}
