@@ -20,6 +20,7 @@ mod fluss_lifecycle;
 #[cfg(feature = "fluss")]
 mod fluss_reads;
 mod history;
+mod independent;
 mod local_store;
 mod maintenance;
 mod memory_store;
