@@ -403,3 +403,49 @@ async fn pypaimon_reads_merge_engines_and_dynamic_buckets() {
         assert!(f.same_rows_at_every_snapshot(table).await >= 2, "{table}");
     }
 }
+
+/// Manifest compaction (issue 12): tables whose manifests tiering compacted
+/// (a `COMPACT` snapshot naming new manifests), or `CALL
+/// sys.compact_manifest` compacted, read the same in pypaimon at every
+/// snapshot, before and after each compaction.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pypaimon_reads_tables_whose_manifests_were_compacted() {
+    let f = Fixture::new().await;
+    f.run(
+        "CREATE TABLE cl (id INT, v STRING) WITH ('lakestream.enabled' = 'true', \
+         'manifest.merge-min-count' = '3')",
+    )
+    .await;
+    f.run(
+        "CREATE TABLE ck (p STRING NOT NULL, k INT NOT NULL, v STRING, PRIMARY KEY (p, k)) \
+         PARTITIONED BY (p) WITH ('bucket' = '2', 'lakestream.enabled' = 'true', \
+         'manifest.merge-min-count' = '3')",
+    )
+    .await;
+    for round in 0..7 {
+        f.run(&format!("INSERT INTO cl VALUES ({round}, 'v{round}')"))
+            .await;
+        let p = ["x", "y", "z"][round % 3];
+        f.run(&format!(
+            "INSERT INTO ck VALUES ('{p}', {}, 'r{round}'), ('w', {round}, NULL)",
+            round % 4
+        ))
+        .await;
+        if round == 4 {
+            f.run("DELETE FROM ck WHERE k = 1").await;
+        }
+        f.tier("cl").await;
+        f.tier("ck").await;
+    }
+    f.run("CALL sys.compact_manifest('default.ck')").await;
+    for table in ["cl", "ck"] {
+        let compactions = f
+            .ids(&format!(
+                "SELECT count(*) FROM {table}$snapshots WHERE commit_kind = 'COMPACT'"
+            ))
+            .await;
+        assert!(compactions[0] >= 2, "{table}: {compactions:?} compactions");
+        f.same_rows(table, None).await;
+        assert!(f.same_rows_at_every_snapshot(table).await >= 9);
+    }
+}

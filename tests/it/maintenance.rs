@@ -204,6 +204,8 @@ async fn compact_manifest_on_request() {
         Ok(frame) => frame.collect().await.map(|_| ()),
         Err(e) => Err(e),
     };
-    let error = outcome.expect_err("a table that does not exist").to_string();
+    let error = outcome
+        .expect_err("a table that does not exist")
+        .to_string();
     assert!(error.contains("default.nope"), "{error}");
 }
