@@ -11,7 +11,9 @@
 //! - Tiering commits segments into Paimon exactly once (commit user
 //!   [`TIER_USER`], commit identifier = the exclusive end position), then
 //!   deletes them. It runs in the background of the process that writes, on
-//!   demand (`lakestream_tier`), or as `lakestream-cli tier`.
+//!   demand (`lakestream_tier`), or as `lakestream-cli tier`. A round that
+//!   committed then compacts the table's manifests when Paimon's
+//!   `manifest.merge-min-count` says so ([`crate::maintenance`]).
 //!
 //! Catalog options (`local.<key>`): `path` (default `<warehouse>/_lakestream`),
 //! `tier-interval` (default `30s`, `off` to disable background tiering),
