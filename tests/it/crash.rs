@@ -581,7 +581,7 @@ async fn lines_of(ctx: &LakeStreamContext, sql: &str) -> Vec<String> {
         let column = batch.column(0);
         for row in 0..batch.num_rows() {
             out.push(
-                datafusion::arrow::util::display::array_value_to_string(column, row)
+                arrow::util::display::array_value_to_string(column, row)
                     .expect("a printable value"),
             );
         }
