@@ -29,8 +29,8 @@ use crate::planner::write::WriteRouting;
 use crate::planner::PlannerState;
 use crate::store::{builtin_registry, StoreRegistry};
 use crate::table::{
-    CompactManifestFunction, PaimonTableFactory, SetAsideFunction, TierFunction,
-    COMPACT_MANIFEST_FUNCTION, PAIMON_FORMAT, SET_ASIDE_FUNCTION, TIER_FUNCTION,
+    Maintenance, MaintenanceFunction, PaimonTableFactory, SetAsideFunction, TierFunction,
+    PAIMON_FORMAT, SET_ASIDE_FUNCTION, TIER_FUNCTION,
 };
 
 /// The lake-stream hooks of one DataFusion session, and its lake-stream catalogs.
@@ -83,10 +83,12 @@ impl LakeStreamExtension {
             SET_ASIDE_FUNCTION,
             Arc::new(SetAsideFunction::new(Arc::clone(&state))),
         );
-        ctx.register_udtf(
-            COMPACT_MANIFEST_FUNCTION,
-            Arc::new(CompactManifestFunction::new(Arc::clone(&state))),
-        );
+        for procedure in Maintenance::ALL {
+            ctx.register_udtf(
+                procedure.name(),
+                Arc::new(MaintenanceFunction::new(Arc::clone(&state), procedure)),
+            );
+        }
         let session_state = ctx.state_ref();
         let mut session_state = session_state.write();
         session_state

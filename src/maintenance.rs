@@ -31,6 +31,9 @@ use paimon::table::{RenamingSnapshotCommit, SnapshotCommit, Table};
 
 use crate::error::{Error, Result};
 
+mod data;
+pub use data::{compact_data_files, DataCompaction};
+
 /// The commit user of maintenance snapshots.
 pub const MAINTENANCE_USER: &str = "paimon-lakestream-maintenance";
 
@@ -133,13 +136,163 @@ async fn attempt(table: &Table, when: When, min_count: usize) -> Result<Attempt>
         return Ok(Attempt::Nothing);
     }
 
-    // The live entries, in commit order: an entry deleting a file takes out
-    // the entry that added it.
+    let (live, source_bytes, source_entries) = read_live(table, &latest, &metas).await?;
+
+    // Grouped by partition, so each manifest's partition range is narrow.
+    let mut by_partition: BTreeMap<Vec<u8>, Vec<Live>> = BTreeMap::new();
+    for item in live {
+        by_partition
+            .entry(item.entry.partition().to_vec())
+            .or_default()
+            .push(item);
+    }
+    let core = CoreOptions::new(table.schema().options());
+    let target = core.manifest_target_size().max(1);
+    let average = if source_entries == 0 {
+        1
+    } else {
+        (source_bytes / source_entries as i64).max(1)
+    };
+    let per_file = usize::try_from((target / average).max(1)).unwrap_or(usize::MAX);
+    let compression = core.manifest_compression().to_string();
+    let partition_types: Vec<DataType> = table
+        .schema()
+        .partition_fields()
+        .iter()
+        .map(|f| f.data_type().clone())
+        .collect();
+
+    let prefix = format!("manifest-{}", uuid::Uuid::new_v4());
+    let mut created: Vec<String> = Vec::new();
+    let written = async {
+        let mut new_metas = Vec::new();
+        let mut chunk: Vec<Live> = Vec::new();
+        let mut data_files = 0usize;
+        let groups: Vec<Vec<Live>> = by_partition.into_values().collect();
+        let total = groups.len();
+        for (n, group) in groups.into_iter().enumerate() {
+            chunk.extend(group);
+            let last = n + 1 == total;
+            while chunk.len() >= per_file || (last && !chunk.is_empty()) {
+                let rest = chunk.split_off(chunk.len().min(per_file));
+                let name = format!("{prefix}-{}", new_metas.len());
+                created.push(path(&name));
+                data_files += chunk.len();
+                new_metas.push(
+                    write_manifest(
+                        table,
+                        &path(&name),
+                        &name,
+                        &chunk,
+                        0,
+                        &compression,
+                        &partition_types,
+                    )
+                    .await?,
+                );
+                chunk = rest;
+            }
+        }
+        let unique = uuid::Uuid::new_v4();
+        let base = format!("manifest-list-{unique}-0");
+        let delta = format!("manifest-list-{unique}-1");
+        created.push(path(&base));
+        ManifestList::write_with_compression(file_io, &path(&base), &new_metas, &compression)
+            .await?;
+        created.push(path(&delta));
+        ManifestList::write_with_compression(file_io, &path(&delta), &[], &compression).await?;
+        Ok::<_, Error>((new_metas.len(), data_files, base, delta))
+    }
+    .await;
+    let (manifests_after, data_files, base, delta) = match written {
+        Ok(written) => written,
+        Err(e) => {
+            delete_all(table, &created).await;
+            return Err(e);
+        }
+    };
+
+    let (snapshot_id, published) = publish(
+        table,
+        &latest,
+        base,
+        delta,
+        "compact-manifest-before-publish",
+        "compact-manifest-after-publish",
+    )
+    .await?;
+    if !published {
+        delete_all(table, &created).await;
+        return Ok(Attempt::Lost);
+    }
+    Ok(Attempt::Done(ManifestCompaction {
+        snapshot_id,
+        manifests_before: metas.len(),
+        manifests_after,
+        data_files,
+    }))
+}
+
+/// Publishes a `COMPACT` snapshot with manifest lists `base` and `delta` as
+/// the successor of `latest`, the way paimon publishes its own; its id, and
+/// `false` when another commit published that successor first. The
+/// failpoints name the crash tests' points before and after.
+pub(crate) async fn publish(
+    table: &Table,
+    latest: &Snapshot,
+    base: String,
+    delta: String,
+    before: &str,
+    after: &str,
+) -> Result<(i64, bool)> {
+    let snapshot = Snapshot::builder()
+        .version(3)
+        .uuid(Some(uuid::Uuid::new_v4().to_string()))
+        .id(latest.id() + 1)
+        .schema_id(latest.schema_id())
+        .base_manifest_list(base)
+        .delta_manifest_list(delta)
+        .commit_user(MAINTENANCE_USER.to_string())
+        .commit_identifier(i64::MAX)
+        .commit_kind(CommitKind::COMPACT)
+        .time_millis(now_ms())
+        .total_record_count(latest.total_record_count())
+        .delta_record_count(Some(0))
+        .index_manifest(latest.index_manifest().map(str::to_string))
+        .watermark(latest.watermark())
+        .statistics(latest.statistics().map(str::to_string))
+        .next_row_id(latest.next_row_id())
+        .build();
+    let publisher: Arc<dyn SnapshotCommit> = match table.rest_env() {
+        Some(env) => env.snapshot_commit(),
+        None => Arc::new(RenamingSnapshotCommit::new(table.snapshot_manager())),
+    };
+    crate::store::local::failpoint(before);
+    // Once publication starts its outcome may be unknown: on an error the
+    // files stay, as paimon's own commit leaves them.
+    let published = publisher
+        .commit(latest.uuid(), &snapshot, table.branch(), &[])
+        .await?;
+    crate::store::local::failpoint(after);
+    Ok((snapshot.id(), published))
+}
+
+/// The live entries of `latest` (whose manifests are `metas`), in commit
+/// order: an entry deleting a file takes out the entry that added it. Also
+/// the manifests' bytes and entries, to size new ones.
+pub(crate) async fn read_live(
+    table: &Table,
+    latest: &Snapshot,
+    metas: &[ManifestFileMeta],
+) -> Result<(Vec<Live>, i64, usize)> {
+    let file_io = table.file_io();
+    let manifest_dir = table.snapshot_manager().manifest_dir();
+    let path = |name: &str| format!("{manifest_dir}/{name}");
     let mut live: Vec<Option<Live>> = Vec::new();
     let mut index: HashMap<Key, usize> = HashMap::new();
     let mut source_bytes = 0i64;
     let mut source_entries = 0usize;
-    for meta in &metas {
+    for meta in metas {
         source_bytes += meta.file_size();
         let mut heads = Vec::new();
         let mut cache = Default::default();
@@ -190,126 +343,17 @@ async fn attempt(table: &Table, when: When, min_count: usize) -> Result<Attempt>
             }
         }
     }
-    let live: Vec<Live> = live.into_iter().flatten().collect();
-
-    // Grouped by partition, so each manifest's partition range is narrow.
-    let mut by_partition: BTreeMap<Vec<u8>, Vec<Live>> = BTreeMap::new();
-    for item in live {
-        by_partition
-            .entry(item.entry.partition().to_vec())
-            .or_default()
-            .push(item);
-    }
-    let core = CoreOptions::new(table.schema().options());
-    let target = core.manifest_target_size().max(1);
-    let average = if source_entries == 0 {
-        1
-    } else {
-        (source_bytes / source_entries as i64).max(1)
-    };
-    let per_file = usize::try_from((target / average).max(1)).unwrap_or(usize::MAX);
-    let compression = core.manifest_compression().to_string();
-    let partition_types: Vec<DataType> = table
-        .schema()
-        .partition_fields()
-        .iter()
-        .map(|f| f.data_type().clone())
-        .collect();
-
-    let prefix = format!("manifest-{}", uuid::Uuid::new_v4());
-    let mut created: Vec<String> = Vec::new();
-    let written = async {
-        let mut new_metas = Vec::new();
-        let mut chunk: Vec<Live> = Vec::new();
-        let mut data_files = 0usize;
-        let groups: Vec<Vec<Live>> = by_partition.into_values().collect();
-        let total = groups.len();
-        for (n, group) in groups.into_iter().enumerate() {
-            chunk.extend(group);
-            let last = n + 1 == total;
-            while chunk.len() >= per_file || (last && !chunk.is_empty()) {
-                let rest = chunk.split_off(chunk.len().min(per_file));
-                let name = format!("{prefix}-{}", new_metas.len());
-                created.push(path(&name));
-                data_files += chunk.len();
-                new_metas.push(
-                    write_manifest(
-                        table,
-                        &path(&name),
-                        &name,
-                        &chunk,
-                        &compression,
-                        &partition_types,
-                    )
-                    .await?,
-                );
-                chunk = rest;
-            }
-        }
-        let unique = uuid::Uuid::new_v4();
-        let base = format!("manifest-list-{unique}-0");
-        let delta = format!("manifest-list-{unique}-1");
-        created.push(path(&base));
-        ManifestList::write_with_compression(file_io, &path(&base), &new_metas, &compression)
-            .await?;
-        created.push(path(&delta));
-        ManifestList::write_with_compression(file_io, &path(&delta), &[], &compression).await?;
-        Ok::<_, Error>((new_metas.len(), data_files, base, delta))
-    }
-    .await;
-    let (manifests_after, data_files, base, delta) = match written {
-        Ok(written) => written,
-        Err(e) => {
-            delete_all(table, &created).await;
-            return Err(e);
-        }
-    };
-
-    let snapshot = Snapshot::builder()
-        .version(3)
-        .uuid(Some(uuid::Uuid::new_v4().to_string()))
-        .id(latest.id() + 1)
-        .schema_id(latest.schema_id())
-        .base_manifest_list(base)
-        .delta_manifest_list(delta)
-        .commit_user(MAINTENANCE_USER.to_string())
-        .commit_identifier(i64::MAX)
-        .commit_kind(CommitKind::COMPACT)
-        .time_millis(now_ms())
-        .total_record_count(latest.total_record_count())
-        .delta_record_count(Some(0))
-        .index_manifest(latest.index_manifest().map(str::to_string))
-        .watermark(latest.watermark())
-        .statistics(latest.statistics().map(str::to_string))
-        .next_row_id(latest.next_row_id())
-        .build();
-    let publisher: Arc<dyn SnapshotCommit> = match table.rest_env() {
-        Some(env) => env.snapshot_commit(),
-        None => Arc::new(RenamingSnapshotCommit::new(snapshots.clone())),
-    };
-    crate::store::local::failpoint("compact-manifest-before-publish");
-    // Once publication starts its outcome may be unknown: on an error the
-    // files stay, as paimon's own commit leaves them.
-    let published = publisher
-        .commit(latest.uuid(), &snapshot, table.branch(), &[])
-        .await?;
-    crate::store::local::failpoint("compact-manifest-after-publish");
-    if !published {
-        delete_all(table, &created).await;
-        return Ok(Attempt::Lost);
-    }
-    Ok(Attempt::Done(ManifestCompaction {
-        snapshot_id: snapshot.id(),
-        manifests_before: metas.len(),
-        manifests_after,
-        data_files,
-    }))
+    Ok((
+        live.into_iter().flatten().collect(),
+        source_bytes,
+        source_entries,
+    ))
 }
 
 /// A live entry and its bucket (which paimon 0.4 does not hand out).
-struct Live {
-    entry: ManifestEntry,
-    bucket: i32,
+pub(crate) struct Live {
+    pub(crate) entry: ManifestEntry,
+    pub(crate) bucket: i32,
 }
 
 /// What names one data file in a table's manifests: Paimon's
@@ -340,13 +384,14 @@ impl Key {
     }
 }
 
-/// Writes `entries` (all additions) as the manifest `name`, and describes it
-/// the way paimon's commit does.
-async fn write_manifest(
+/// Writes `entries` as the manifest `name` (`deleted` of them delete a file,
+/// the others add one), and describes it the way paimon's commit does.
+pub(crate) async fn write_manifest(
     table: &Table,
     path: &str,
     name: &str,
     entries: &[Live],
+    deleted: usize,
     compression: &str,
     partition_types: &[DataType],
 ) -> Result<ManifestFileMeta> {
@@ -378,8 +423,8 @@ async fn write_manifest(
     Ok(ManifestFileMeta::new(
         name.to_string(),
         i64::try_from(size).unwrap_or(i64::MAX),
-        i64::try_from(entries.len()).unwrap_or(i64::MAX),
-        0,
+        i64::try_from(entries.len() - deleted.min(entries.len())).unwrap_or(i64::MAX),
+        i64::try_from(deleted).unwrap_or(i64::MAX),
         partition_stats(entries, partition_types)?,
         schema_id,
     )
@@ -454,20 +499,20 @@ fn partition_stats<T: serde::de::DeserializeOwned>(
     )
 }
 
-fn corrupt(table: &Table, reason: String) -> Error {
+pub(crate) fn corrupt(table: &Table, reason: String) -> Error {
     Error::MaintenanceFailed {
         table: table.identifier().full_name(),
         reason: format!("its manifests do not add up, so they were left as they are: {reason}"),
     }
 }
 
-async fn delete_all(table: &Table, paths: &[String]) {
+pub(crate) async fn delete_all(table: &Table, paths: &[String]) {
     for path in paths {
         let _ = table.file_io().delete_file(path).await;
     }
 }
 
-fn now_ms() -> u64 {
+pub(crate) fn now_ms() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))

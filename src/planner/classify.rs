@@ -328,12 +328,12 @@ impl Kind {
                 Some("CALL sys.lakestream_tier('default.{t}')"),
             ),
             Kind::Maintenance => (
-                "`CALL sys.compact_manifest`",
+                "`CALL sys.compact_manifest`, `CALL sys.compact`",
                 H::Allowed,
                 E::None,
-                "rewrites the newest snapshot's manifests into as few as Paimon's \
-                 `manifest.target-file-size` allows, as a `COMPACT` snapshot that changes no \
-                 row (any Paimon table of the catalog)",
+                "rewrites the newest snapshot's manifests, or an append table's small data \
+                 files, into fewer, as a `COMPACT` snapshot that changes no row (any Paimon \
+                 table of the catalog; see docs/maintenance.md)",
                 Some("CALL sys.compact_manifest('default.{t}')"),
             ),
             Kind::Rollback => (
@@ -536,7 +536,6 @@ const STORE_PROCEDURES: &[&str] = &[
     crate::table::TIER_FUNCTION,
     crate::table::SET_ASIDE_FUNCTION,
 ];
-const MAINTENANCE_PROCEDURES: &[&str] = &[crate::table::COMPACT_MANIFEST_FUNCTION];
 const ROLLBACK_PROCEDURES: &[&str] = &["rollback_to", "rollback_to_timestamp"];
 const TAG_PROCEDURES: &[&str] = &[
     "create_tag",
@@ -573,7 +572,10 @@ fn procedure_kind(function: &Function) -> Kind {
     let is = |names: &[&str]| names.iter().any(|n| n.eq_ignore_ascii_case(name));
     if is(STORE_PROCEDURES) {
         Kind::StoreProcedure
-    } else if is(MAINTENANCE_PROCEDURES) {
+    } else if crate::table::Maintenance::ALL
+        .iter()
+        .any(|m| m.name().eq_ignore_ascii_case(name))
+    {
         Kind::Maintenance
     } else if is(ROLLBACK_PROCEDURES) {
         Kind::Rollback

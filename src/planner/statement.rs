@@ -524,9 +524,9 @@ fn procedure_call(function: &Function, default_schema: &str) -> Result<Option<St
     let Some(procedure) = [
         crate::table::TIER_FUNCTION,
         crate::table::SET_ASIDE_FUNCTION,
-        crate::table::COMPACT_MANIFEST_FUNCTION,
     ]
     .into_iter()
+    .chain(crate::table::Maintenance::ALL.map(crate::table::Maintenance::name))
     .find(|procedure| name.value.eq_ignore_ascii_case(procedure)) else {
         return Ok(None);
     };

@@ -9,7 +9,7 @@ mod write;
 pub(crate) use factory::{PaimonTableFactory, PAIMON_FORMAT};
 pub(crate) use realtime::RealtimeTable;
 pub(crate) use tier::{
-    CompactManifestFunction, SetAsideFunction, TierFunction, COMPACT_MANIFEST_FUNCTION,
-    SET_ASIDE_FUNCTION, TIER_FUNCTION,
+    Maintenance, MaintenanceFunction, SetAsideFunction, TierFunction, SET_ASIDE_FUNCTION,
+    TIER_FUNCTION,
 };
 pub(crate) use write::{RowChange, StoreWriteTable};

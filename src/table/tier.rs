@@ -7,10 +7,10 @@
 //! store's log aside (its rows are lost), so reads and tiering go on; it
 //! answers what the segment held. `CALL sys.lakestream_set_aside(...)` too.
 //!
-//! `compact_manifest('db.t')`: rewrites the newest snapshot's manifests into
-//! as few as Paimon's options allow ([`crate::maintenance`]), on any Paimon
-//! table of a lake-stream catalog. `CALL sys.compact_manifest('db.t')` too,
-//! as in Paimon (`table => 'db.t'` is taken as well).
+//! `compact_manifest('db.t')` and `compact('db.t')`: Paimon's maintenance
+//! procedures ([`crate::maintenance`]), on any Paimon table of a lake-stream
+//! catalog. `CALL sys.compact_manifest('db.t')` too, as in Paimon
+//! (`table => 'db.t'` is taken as well).
 
 use std::sync::Arc;
 
@@ -37,6 +37,8 @@ pub(crate) const TIER_FUNCTION: &str = "lakestream_tier";
 pub(crate) const SET_ASIDE_FUNCTION: &str = "lakestream_set_aside";
 /// The name of the manifest compaction function (Paimon's procedure name).
 pub(crate) const COMPACT_MANIFEST_FUNCTION: &str = "compact_manifest";
+/// The name of the data-file compaction function (Paimon's procedure name).
+pub(crate) const COMPACT_FUNCTION: &str = "compact";
 
 /// The `lakestream_tier` table function.
 #[derive(Debug)]
@@ -116,24 +118,67 @@ impl TableFunctionImpl for SetAsideFunction {
     }
 }
 
-/// The `compact_manifest` table function.
-#[derive(Debug)]
-pub(crate) struct CompactManifestFunction {
-    state: Arc<PlannerState>,
+/// The maintenance procedures, as table functions: `compact_manifest` and
+/// `compact`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Maintenance {
+    /// Paimon's `compact_manifest`.
+    CompactManifest,
+    /// Paimon's `compact`: data files, then manifests.
+    Compact,
 }
 
-impl CompactManifestFunction {
-    pub(crate) fn new(state: Arc<PlannerState>) -> Self {
-        Self { state }
+impl Maintenance {
+    /// Every maintenance procedure.
+    pub(crate) const ALL: [Maintenance; 2] = [Maintenance::CompactManifest, Maintenance::Compact];
+
+    /// The name it is registered and called under.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Maintenance::CompactManifest => COMPACT_MANIFEST_FUNCTION,
+            Maintenance::Compact => COMPACT_FUNCTION,
+        }
+    }
+
+    fn schema(self) -> SchemaRef {
+        let mut fields = vec![
+            Field::new("table", DataType::Utf8, false),
+            Field::new("snapshot_id", DataType::Int64, true),
+        ];
+        match self {
+            Maintenance::CompactManifest => fields.extend([
+                Field::new("manifests_before", DataType::UInt64, true),
+                Field::new("manifests_after", DataType::UInt64, true),
+            ]),
+            Maintenance::Compact => fields.extend([
+                Field::new("files_before", DataType::UInt64, true),
+                Field::new("files_after", DataType::UInt64, true),
+                Field::new("rows", DataType::Int64, true),
+            ]),
+        }
+        Arc::new(Schema::new(fields))
     }
 }
 
-impl TableFunctionImpl for CompactManifestFunction {
+/// A maintenance procedure's table function.
+#[derive(Debug)]
+pub(crate) struct MaintenanceFunction {
+    state: Arc<PlannerState>,
+    procedure: Maintenance,
+}
+
+impl MaintenanceFunction {
+    pub(crate) fn new(state: Arc<PlannerState>, procedure: Maintenance) -> Self {
+        Self { state, procedure }
+    }
+}
+
+impl TableFunctionImpl for MaintenanceFunction {
     fn call_with_args(&self, args: TableFunctionArgs) -> DFResult<Arc<dyn TableProvider>> {
+        let function = self.procedure.name();
         let usage = || {
             DataFusionError::Plan(format!(
-                "{COMPACT_MANIFEST_FUNCTION} takes one argument, the table's name as a string: \
-                 {COMPACT_MANIFEST_FUNCTION}('db.t')"
+                "{function} takes one argument, the table's name as a string: {function}('db.t')"
             ))
         };
         let [Expr::Literal(ScalarValue::Utf8(Some(name)) | ScalarValue::Utf8View(Some(name)), _)] =
@@ -141,28 +186,25 @@ impl TableFunctionImpl for CompactManifestFunction {
         else {
             return Err(usage());
         };
-        let target = resolve(&self.state, &args, COMPACT_MANIFEST_FUNCTION, name)?;
-        Ok(Arc::new(CompactManifestTable {
+        let target = resolve(&self.state, &args, function, name)?;
+        Ok(Arc::new(MaintenanceTable {
             target,
-            schema: Arc::new(Schema::new(vec![
-                Field::new("table", DataType::Utf8, false),
-                Field::new("snapshot_id", DataType::Int64, true),
-                Field::new("manifests_before", DataType::UInt64, true),
-                Field::new("manifests_after", DataType::UInt64, true),
-            ])),
+            procedure: self.procedure,
+            schema: self.procedure.schema(),
         }))
     }
 }
 
-/// Manifest compaction as a table: planning a scan of it runs it.
+/// A maintenance procedure as a table: planning a scan of it runs it.
 #[derive(Debug)]
-struct CompactManifestTable {
+struct MaintenanceTable {
     target: Target,
+    procedure: Maintenance,
     schema: SchemaRef,
 }
 
 #[async_trait]
-impl TableProvider for CompactManifestTable {
+impl TableProvider for MaintenanceTable {
     fn schema(&self) -> SchemaRef {
         Arc::clone(&self.schema)
     }
@@ -178,6 +220,7 @@ impl TableProvider for CompactManifestTable {
         _filters: &[Expr],
         _limit: Option<usize>,
     ) -> DFResult<Arc<dyn ExecutionPlan>> {
+        use crate::maintenance::{compact_data_files, compact_manifests, When};
         let identifier = self.target.identifier().await;
         let table = self
             .target
@@ -185,23 +228,49 @@ impl TableProvider for CompactManifestTable {
             .get_table(&identifier)
             .await
             .map_err(Error::from)?;
-        let done =
-            crate::maintenance::compact_manifests(&table, crate::maintenance::When::Asked).await?;
         let count = |n: usize| u64::try_from(n).unwrap_or(u64::MAX);
-        one_row(
-            &self.schema,
-            vec![
-                Arc::new(StringArray::from(vec![identifier.full_name()])),
-                Arc::new(Int64Array::from(vec![done.as_ref().map(|d| d.snapshot_id)])),
-                Arc::new(UInt64Array::from(vec![done
-                    .as_ref()
-                    .map(|d| count(d.manifests_before))])),
-                Arc::new(UInt64Array::from(vec![done
-                    .as_ref()
-                    .map(|d| count(d.manifests_after))])),
-            ],
-            projection,
-        )
+        let name: ArrayRef = Arc::new(StringArray::from(vec![identifier.full_name()]));
+        let columns: Vec<ArrayRef> = match self.procedure {
+            Maintenance::CompactManifest => {
+                let done = compact_manifests(&table, When::Asked).await?;
+                vec![
+                    name,
+                    Arc::new(Int64Array::from(vec![done.as_ref().map(|d| d.snapshot_id)])),
+                    Arc::new(UInt64Array::from(vec![done
+                        .as_ref()
+                        .map(|d| count(d.manifests_before))])),
+                    Arc::new(UInt64Array::from(vec![done
+                        .as_ref()
+                        .map(|d| count(d.manifests_after))])),
+                ]
+            }
+            Maintenance::Compact => {
+                let done = compact_data_files(&table, When::Asked).await?;
+                // Then the manifests, as Paimon's full compaction leaves them.
+                let table = self
+                    .target
+                    .catalog
+                    .get_table(&identifier)
+                    .await
+                    .map_err(Error::from)?;
+                let manifests = compact_manifests(&table, When::Needed).await?;
+                let snapshot = manifests
+                    .map(|m| m.snapshot_id)
+                    .or(done.as_ref().map(|d| d.snapshot_id));
+                vec![
+                    name,
+                    Arc::new(Int64Array::from(vec![snapshot])),
+                    Arc::new(UInt64Array::from(vec![done
+                        .as_ref()
+                        .map(|d| count(d.files_before))])),
+                    Arc::new(UInt64Array::from(vec![done
+                        .as_ref()
+                        .map(|d| count(d.files_after))])),
+                    Arc::new(Int64Array::from(vec![done.as_ref().map(|d| d.rows)])),
+                ]
+            }
+        };
+        one_row(&self.schema, columns, projection)
     }
 }
 

@@ -490,24 +490,29 @@ async fn a_new_process_writes_after_a_tiering_that_emptied_the_log() {
     assert_eq!(check_inserts(&found, &all), all);
 }
 
-/// Issue 12: `kill -9` while a tiering round compacts the table's manifests,
-/// before or after the compacted snapshot is published, loses and
-/// duplicates nothing; the next round compacts (or has compacted) them.
+/// Issue 12: `kill -9` while a tiering round compacts the table's manifests
+/// or data files, before or after the compacted snapshot is published, loses
+/// and duplicates nothing; the next round compacts (or has compacted) them.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_crash_while_compacting_manifests_loses_and_duplicates_nothing() {
+async fn a_crash_while_compacting_loses_and_duplicates_nothing() {
     for point in [
         "compact-manifest-before-publish",
         "compact-manifest-after-publish",
+        "compact-data-before-publish",
+        "compact-data-after-publish",
     ] {
         let setup = Setup::new();
         let ctx = context(&setup.warehouse(), &setup.store()).await;
-        run(
-            &ctx,
+        // Manifests of a primary-key table; data files of an append table.
+        let ddl = if point.starts_with("compact-manifest") {
             "CREATE TABLE t (id BIGINT NOT NULL, v STRING, PRIMARY KEY (id)) \
              WITH ('bucket' = '1', 'lakestream.enabled' = 'true', \
-             'manifest.merge-min-count' = '3')",
-        )
-        .await;
+             'manifest.merge-min-count' = '3')"
+        } else {
+            "CREATE TABLE t (id BIGINT, v STRING) WITH ('lakestream.enabled' = 'true', \
+             'compaction.min.file-num' = '3')"
+        };
+        run(&ctx, ddl).await;
         let mut acked = BTreeSet::new();
         for n in 0..2 {
             run(&ctx, &insert_statement("t", n)).await;
@@ -536,7 +541,7 @@ async fn a_crash_while_compacting_manifests_loses_and_duplicates_nothing() {
         // The child died where it should: its tiering commit is in, and the
         // compacted snapshot is published only after the second point.
         let kinds = lines_of(&fresh, "SELECT commit_kind FROM t$snapshots").await;
-        let compacted = point == "compact-manifest-after-publish";
+        let compacted = point.ends_with("after-publish");
         assert_eq!(
             kinds,
             ["APPEND"; 3]

@@ -404,16 +404,16 @@ async fn pypaimon_reads_merge_engines_and_dynamic_buckets() {
     }
 }
 
-/// Manifest compaction (issue 12): tables whose manifests tiering compacted
-/// (a `COMPACT` snapshot naming new manifests), or `CALL
-/// sys.compact_manifest` compacted, read the same in pypaimon at every
+/// Compaction (issue 12): tables whose manifests or data files tiering
+/// compacted (a `COMPACT` snapshot), or `CALL sys.compact_manifest` and
+/// `CALL sys.compact` compacted, read the same in pypaimon at every
 /// snapshot, before and after each compaction.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pypaimon_reads_tables_whose_manifests_were_compacted() {
     let f = Fixture::new().await;
     f.run(
         "CREATE TABLE cl (id INT, v STRING) WITH ('lakestream.enabled' = 'true', \
-         'manifest.merge-min-count' = '3')",
+         'manifest.merge-min-count' = '3', 'compaction.min.file-num' = '3')",
     )
     .await;
     f.run(
@@ -438,6 +438,11 @@ async fn pypaimon_reads_tables_whose_manifests_were_compacted() {
         f.tier("ck").await;
     }
     f.run("CALL sys.compact_manifest('default.ck')").await;
+    f.run("INSERT INTO cl VALUES (100, 'x')").await;
+    f.run("INSERT INTO cl VALUES (101, NULL)").await;
+    f.run("CALL sys.compact('default.cl')").await;
+    let files = f.ids("SELECT count(*) FROM cl$files").await;
+    assert_eq!(files, vec![1], "cl: data files after CALL sys.compact");
     for table in ["cl", "ck"] {
         let compactions = f
             .ids(&format!(

@@ -209,3 +209,173 @@ async fn compact_manifest_on_request() {
         .to_string();
     assert!(error.contains("default.nope"), "{error}");
 }
+
+/// The data files the newest snapshot of `default.<table>` names.
+async fn data_files(ctx: &LakeStreamContext, table: &str) -> usize {
+    rows(ctx, &format!("SELECT file_path FROM {table}$files"))
+        .await
+        .len()
+}
+
+/// Tiering rounds into append tables, partitioned and not: no bucket keeps
+/// more than `compaction.min.file-num` small files, every row is there
+/// once, and every snapshot reads as it did when committed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tiering_rounds_keep_an_append_tables_data_files_bounded() {
+    let dir = TempDir::new().expect("temp dir");
+    let ctx = context(&dir).await;
+    run(
+        &ctx,
+        "CREATE TABLE flat (id BIGINT, v STRING) WITH ('lakestream.enabled' = 'true', \
+         'compaction.min.file-num' = '4')",
+    )
+    .await;
+    run(
+        &ctx,
+        "CREATE TABLE parts (p INT, id BIGINT, v STRING) PARTITIONED BY (p) WITH \
+         ('lakestream.enabled' = 'true', 'compaction.min.file-num' = '4')",
+    )
+    .await;
+    let mut seen: BTreeMap<(&str, i64), Vec<String>> = BTreeMap::new();
+    for round in 0..20i64 {
+        run(
+            &ctx,
+            &format!(
+                "INSERT INTO flat VALUES ({round}, 'a{round}'), ({}, NULL)",
+                round + 100
+            ),
+        )
+        .await;
+        run(
+            &ctx,
+            &format!(
+                "INSERT INTO parts VALUES ({}, {round}, 'b'), ({}, {}, 'c')",
+                round % 2,
+                round % 3,
+                round + 100
+            ),
+        )
+        .await;
+        for (table, most) in [("flat", 4), ("parts", 3 * 4)] {
+            run(
+                &ctx,
+                &format!("CALL sys.lakestream_tier('default.{table}')"),
+            )
+            .await;
+            let files = data_files(&ctx, table).await;
+            assert!(
+                files < most,
+                "{table}: {files} data files after round {round}"
+            );
+            let (id, _, _) = newest(&ctx, table).await;
+            seen.insert(
+                (table, id),
+                rows(&ctx, &format!("SELECT * FROM {table}")).await,
+            );
+            assert_eq!(
+                rows(&ctx, &format!("SELECT * FROM {table}")).await,
+                rows(&ctx, &format!("SELECT * FROM {table}$rt")).await
+            );
+        }
+    }
+    assert_eq!(rows(&ctx, "SELECT count(*) FROM flat").await, vec!["40"]);
+    assert_eq!(rows(&ctx, "SELECT count(*) FROM parts").await, vec!["40"]);
+    let kinds = rows(&ctx, "SELECT commit_kind FROM flat$snapshots").await;
+    assert!(kinds.iter().any(|k| k == "COMPACT"), "{kinds:?}");
+    for ((table, id), expected) in &seen {
+        assert_eq!(
+            &rows(&ctx, &format!("SELECT * FROM {table} VERSION AS OF {id}")).await,
+            expected,
+            "{table} at snapshot {id}"
+        );
+    }
+}
+
+/// `CALL sys.compact` rewrites a plain append table's small files into one,
+/// leaves primary-key tables alone (saying so with NULLs), and two
+/// compactions racing each other and a writer lose, duplicate and
+/// resurrect nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn compact_on_request_and_under_races() {
+    let dir = TempDir::new().expect("temp dir");
+    let ctx = context(&dir).await;
+    run(&ctx, "CREATE TABLE ap (id BIGINT, v STRING)").await;
+    for i in 0..5 {
+        run(&ctx, &format!("INSERT INTO ap VALUES ({i}, 'v{i}')")).await;
+    }
+    let before = rows(&ctx, "SELECT * FROM ap").await;
+    assert_eq!(data_files(&ctx, "ap").await, 5);
+    let answer = rows(&ctx, "CALL sys.compact(table => 'default.ap')").await;
+    assert_eq!(answer, vec!["default.ap|6|5|1|5"]);
+    assert_eq!(data_files(&ctx, "ap").await, 1);
+    assert_eq!(rows(&ctx, "SELECT * FROM ap").await, before);
+    assert_eq!(
+        rows(
+            &ctx,
+            "SELECT commit_kind FROM ap$snapshots WHERE snapshot_id = 6"
+        )
+        .await,
+        vec!["COMPACT"]
+    );
+
+    run(
+        &ctx,
+        "CREATE TABLE pk (id BIGINT NOT NULL, v STRING, PRIMARY KEY (id)) WITH ('bucket' = '1')",
+    )
+    .await;
+    run(&ctx, "INSERT INTO pk VALUES (1, 'a')").await;
+    run(&ctx, "INSERT INTO pk VALUES (1, 'b')").await;
+    assert_eq!(
+        rows(&ctx, "CALL sys.compact('default.pk')").await,
+        vec!["default.pk||||"]
+    );
+
+    // Races: writers, and compactions from two contexts.
+    let other = context_on(&dir).await;
+    let writer = {
+        let ctx = context_on(&dir).await;
+        tokio::spawn(async move {
+            for i in 100..140 {
+                ctx.sql(&format!("INSERT INTO ap VALUES ({i}, 'w')"))
+                    .await
+                    .expect("plan")
+                    .collect()
+                    .await
+                    .expect("insert");
+            }
+        })
+    };
+    for _ in 0..8 {
+        let (a, b) = tokio::join!(
+            async {
+                ctx.sql("CALL sys.compact('default.ap')")
+                    .await?
+                    .collect()
+                    .await
+            },
+            async {
+                other
+                    .sql("CALL sys.compact('default.ap')")
+                    .await?
+                    .collect()
+                    .await
+            },
+        );
+        for outcome in [a, b] {
+            if let Err(e) = outcome {
+                // Losing every race is reported, never wrong.
+                assert!(e.to_string().contains("kept winning"), "{e}");
+            }
+        }
+    }
+    writer.await.expect("writer");
+    let ids = rows(&ctx, "SELECT id FROM ap").await;
+    let mut expected: Vec<String> = (0..5).chain(100..140).map(|i| i.to_string()).collect();
+    expected.sort();
+    assert_eq!(ids, expected);
+}
+
+/// Another context on the same warehouse and store, as another process has.
+async fn context_on(dir: &TempDir) -> LakeStreamContext {
+    context(dir).await
+}

@@ -498,9 +498,10 @@ impl Inner {
         }
     }
 
-    /// Tiers `table`, then compacts its manifests when a round left enough
-    /// of them (Paimon's `manifest.merge-min-count`; never on a `write-only`
-    /// table). A compaction that fails leaves the table as it was, and says
+    /// Tiers `table`, then compacts an append table's small data files and
+    /// the table's manifests when a round left enough of them (Paimon's
+    /// `compaction.min.file-num`, `manifest.merge-min-count`; never on a
+    /// `write-only` table). A compaction that fails leaves the table as it was, and says
     /// so after what the tiering did.
     async fn tier(&self, table: &Table) -> Result<TierReport> {
         let report = self
@@ -515,12 +516,17 @@ impl Inner {
             )
             .await?;
         if report.commits > 0 {
-            if let Err(e) = maintenance::compact_manifests(table, maintenance::When::Needed).await {
+            let maintained = async {
+                maintenance::compact_data_files(table, maintenance::When::Needed).await?;
+                maintenance::compact_manifests(table, maintenance::When::Needed).await
+            }
+            .await;
+            if let Err(e) = maintained {
                 return Err(Error::MaintenanceFailed {
                     table: table.identifier().full_name(),
                     reason: format!(
                         "tiering committed {} rows in {} snapshots up to position {}, then \
-                         compacting its manifests failed (the next round tries again): {e}",
+                         compacting its files failed (the next round tries again): {e}",
                         report.rows, report.commits, report.position
                     ),
                 });

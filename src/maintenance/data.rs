@@ -1,0 +1,336 @@
+//! Data-file compaction of append tables: the small files of a partition's
+//! bucket are read and written again as files of Paimon's
+//! `target-file-size`, and a `COMPACT` snapshot replaces them.
+//!
+//! The snapshot's base manifest list names the manifests of the snapshot it
+//! read, and its delta manifest deletes the old files and adds the new ones,
+//! as Java Paimon's compaction commits do, so readers that skip `COMPACT`
+//! snapshots (streaming reads) miss nothing: the rows are the same. It is
+//! published as the successor of the snapshot it read, and only then: if
+//! another commit won, the files it wrote are deleted and it starts again,
+//! so it never deletes a file another commit deleted or replaced, and never
+//! misses a file another commit added.
+//!
+//! Primary-key tables are not compacted here: their files carry sequence
+//! numbers that decide which write of a key wins, and paimon 0.4's writer
+//! cannot keep them (see docs/maintenance.md). Neither are tables with
+//! deletion vectors, row tracking or data evolution, whose files other
+//! files refer to.
+//!
+//! Paimon's options: `compaction.min.file-num` (default 5: a bucket is
+//! compacted once it has that many small files), `compaction.max.file-num`
+//! (default 50: at most that many files are rewritten at once),
+//! `target-file-size` (a file of at least this size is not small).
+
+use std::collections::{BTreeMap, HashMap};
+
+use futures::TryStreamExt;
+use paimon::spec::{CoreOptions, DataFileMeta, FileKind, ManifestEntry, ManifestList};
+use paimon::table::{DataSplit, Table};
+
+use super::{corrupt, delete_all, publish, read_live, write_manifest, Live, When};
+use crate::error::{Error, Result};
+
+const MIN_FILE_NUM: &str = "compaction.min.file-num";
+const MAX_FILE_NUM: &str = "compaction.max.file-num";
+const DEFAULT_MIN_FILE_NUM: usize = 5;
+const DEFAULT_MAX_FILE_NUM: usize = 50;
+const ATTEMPTS: usize = 5;
+
+/// What a data-file compaction did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DataCompaction {
+    /// The snapshot it published.
+    pub snapshot_id: i64,
+    /// How many files it replaced.
+    pub files_before: usize,
+    /// How many files replaced them.
+    pub files_after: usize,
+    /// How many rows they hold.
+    pub rows: i64,
+}
+
+/// Compacts the small data files of `table`'s newest snapshot (see the
+/// module docs); `None`: nothing to do, or a table it does not compact.
+/// `When::Needed` does nothing on a `write-only` table and compacts a bucket
+/// from `compaction.min.file-num` small files; `When::Asked` from two.
+pub async fn compact_data_files(table: &Table, when: When) -> Result<Option<DataCompaction>> {
+    let options = table.schema().options();
+    let core = CoreOptions::new(options);
+    if !table.schema().primary_keys().is_empty()
+        || core.deletion_vectors_enabled()
+        || core.row_tracking_enabled()
+        || core.data_evolution_enabled()
+    {
+        return Ok(None);
+    }
+    if when == When::Needed
+        && options
+            .get("write-only")
+            .is_some_and(|v| v.eq_ignore_ascii_case("true"))
+    {
+        return Ok(None);
+    }
+    let count = |key: &str, default: usize| -> Result<usize> {
+        match options.get(key) {
+            None => Ok(default),
+            Some(value) => value
+                .trim()
+                .parse::<usize>()
+                .ok()
+                .filter(|n| *n >= 1)
+                .ok_or_else(|| Error::InvalidOption {
+                    key: key.to_string(),
+                    reason: format!(
+                        "table '{}' sets it to '{value}', not a positive whole number",
+                        table.identifier().full_name()
+                    ),
+                }),
+        }
+    };
+    let min_files = match when {
+        When::Needed => count(MIN_FILE_NUM, DEFAULT_MIN_FILE_NUM)?.max(2),
+        When::Asked => 2,
+    };
+    let max_files = count(MAX_FILE_NUM, DEFAULT_MAX_FILE_NUM)?.max(2);
+    for _ in 0..ATTEMPTS {
+        match attempt(table, min_files, max_files).await? {
+            Attempt::Nothing => return Ok(None),
+            Attempt::Done(report) => return Ok(Some(report)),
+            Attempt::Lost => continue,
+        }
+    }
+    Err(Error::MaintenanceFailed {
+        table: table.identifier().full_name(),
+        reason: format!(
+            "other commits kept winning: {ATTEMPTS} data-file compactions in a row found a \
+             newer snapshot when they published; run it again when the table is quieter"
+        ),
+    })
+}
+
+enum Attempt {
+    Nothing,
+    Done(DataCompaction),
+    Lost,
+}
+
+async fn attempt(table: &Table, min_files: usize, max_files: usize) -> Result<Attempt> {
+    let snapshots = table.snapshot_manager();
+    let Some(latest) = snapshots.get_latest_snapshot().await? else {
+        return Ok(Attempt::Nothing);
+    };
+    let file_io = table.file_io();
+    let manifest_dir = snapshots.manifest_dir();
+    let path = |name: &str| format!("{manifest_dir}/{name}");
+    let mut metas = ManifestList::read(file_io, &path(latest.base_manifest_list())).await?;
+    metas.extend(ManifestList::read(file_io, &path(latest.delta_manifest_list())).await?);
+    let (live, _, _) = read_live(table, &latest, &metas).await?;
+
+    // The small files of each partition's bucket, in commit order.
+    let target = CoreOptions::new(table.schema().options()).target_file_size();
+    let mut groups: BTreeMap<(Vec<u8>, i32), Vec<Live>> = BTreeMap::new();
+    for item in live {
+        if item.entry.file().file_size < target {
+            groups
+                .entry((item.entry.partition().to_vec(), item.bucket))
+                .or_default()
+                .push(item);
+        }
+    }
+    groups.retain(|_, files| files.len() >= min_files);
+    if groups.is_empty() {
+        return Ok(Attempt::Nothing);
+    }
+    for files in groups.values_mut() {
+        files.truncate(max_files);
+    }
+
+    // Where each bucket's files are, as a scan of the same snapshot says
+    // (found by file name: partitions are compared as the manifests hold
+    // them, never re-encoded).
+    let pinned = table.copy_with_pinned_snapshot(&latest);
+    let plan = pinned.new_read_builder().new_scan().plan().await?;
+    let mut located: HashMap<&str, &DataSplit> = HashMap::new();
+    for split in plan.splits() {
+        for file in split.data_files() {
+            located.insert(file.file_name.as_str(), split);
+        }
+    }
+    let read = pinned.new_read_builder().new_read()?;
+    let mut new_files: Vec<String> = Vec::new();
+    let mut added: BTreeMap<(Vec<u8>, i32), Vec<DataFileMeta>> = BTreeMap::new();
+    let mut old_rows = 0i64;
+    let mut new_rows = 0i64;
+    for ((partition, bucket), files) in &groups {
+        let found = files
+            .first()
+            .and_then(|l| located.get(l.entry.file().file_name.as_str()));
+        let Some(split) = found else {
+            delete_all(table, &new_files).await;
+            return Err(corrupt(
+                table,
+                format!(
+                    "a scan of snapshot {} does not list a file its manifests list in bucket \
+                     {bucket}",
+                    latest.id()
+                ),
+            ));
+        };
+        let data_files: Vec<DataFileMeta> = files.iter().map(|l| l.entry.file().clone()).collect();
+        old_rows += data_files.iter().map(|f| f.row_count).sum::<i64>();
+        let group = DataSplit::builder()
+            .with_snapshot(latest.id())
+            .with_partition(split.partition().clone())
+            .with_bucket(*bucket)
+            .with_bucket_path(split.bucket_path().to_string())
+            .with_total_buckets(split.total_buckets())
+            .with_data_files(data_files)
+            .with_raw_convertible(true)
+            .build()?;
+        // Each bucket on a writer of its own: what it writes is that bucket's.
+        let mut write = table.new_write_builder().new_write()?;
+        let written = async {
+            let mut stream = read.to_arrow(std::slice::from_ref(&group))?;
+            while let Some(batch) = stream.try_next().await? {
+                if batch.num_rows() > 0 {
+                    write.write_arrow_batch(&batch).await?;
+                }
+            }
+            Ok::<_, Error>(write.prepare_commit().await?)
+        }
+        .await;
+        let messages = match written {
+            Ok(messages) => messages,
+            Err(e) => {
+                delete_all(table, &new_files).await;
+                return Err(e);
+            }
+        };
+        let dir = split.bucket_path().trim_end_matches('/').to_string();
+        let mut wrong_bucket = None;
+        for message in messages {
+            for file in message.new_files {
+                new_files.push(format!("{dir}/{}", file.file_name));
+                new_rows += file.row_count;
+                if message.bucket != *bucket {
+                    wrong_bucket = Some(message.bucket);
+                }
+                added
+                    .entry((partition.clone(), *bucket))
+                    .or_default()
+                    .push(file);
+            }
+        }
+        if let Some(other) = wrong_bucket {
+            delete_all(table, &new_files).await;
+            return Err(Error::Internal(format!(
+                "compacting bucket {bucket} of '{}' wrote into bucket {other}",
+                table.identifier().full_name()
+            )));
+        }
+    }
+    if new_rows != old_rows {
+        delete_all(table, &new_files).await;
+        return Err(Error::Internal(format!(
+            "compacting '{}' read {old_rows} rows from its small files but wrote {new_rows}",
+            table.identifier().full_name()
+        )));
+    }
+
+    // One delta manifest: the old files deleted, the new ones added.
+    let mut entries: Vec<Live> = Vec::new();
+    let mut files_before = 0;
+    for files in groups.values() {
+        for old in files {
+            entries.push(Live {
+                entry: old.entry.clone().with_kind(FileKind::Delete),
+                bucket: old.bucket,
+            });
+            files_before += 1;
+        }
+    }
+    let deleted = entries.len();
+    let mut files_after = 0;
+    for ((partition, bucket), files) in added {
+        let total_buckets = groups
+            .get(&(partition.clone(), bucket))
+            .and_then(|g| g.first())
+            .map_or(-1, |l| l.entry.total_buckets());
+        for mut file in files {
+            // Paimon's FileSource: 1, written by a compaction.
+            file.file_source = Some(1);
+            entries.push(Live {
+                entry: ManifestEntry::new(
+                    FileKind::Add,
+                    partition.clone(),
+                    bucket,
+                    total_buckets,
+                    file,
+                    2,
+                ),
+                bucket,
+            });
+            files_after += 1;
+        }
+    }
+    let core = CoreOptions::new(table.schema().options());
+    let compression = core.manifest_compression().to_string();
+    let partition_types: Vec<_> = table
+        .schema()
+        .partition_fields()
+        .iter()
+        .map(|f| f.data_type().clone())
+        .collect();
+    let mut created = new_files.clone();
+    let written = async {
+        let manifest = format!("manifest-{}-0", uuid::Uuid::new_v4());
+        created.push(path(&manifest));
+        let delta_meta = write_manifest(
+            table,
+            &path(&manifest),
+            &manifest,
+            &entries,
+            deleted,
+            &compression,
+            &partition_types,
+        )
+        .await?;
+        let unique = uuid::Uuid::new_v4();
+        let base = format!("manifest-list-{unique}-0");
+        let delta = format!("manifest-list-{unique}-1");
+        created.push(path(&base));
+        ManifestList::write_with_compression(file_io, &path(&base), &metas, &compression).await?;
+        created.push(path(&delta));
+        ManifestList::write_with_compression(file_io, &path(&delta), &[delta_meta], &compression)
+            .await?;
+        Ok::<_, Error>((base, delta))
+    }
+    .await;
+    let (base, delta) = match written {
+        Ok(names) => names,
+        Err(e) => {
+            delete_all(table, &created).await;
+            return Err(e);
+        }
+    };
+    let (snapshot_id, published) = publish(
+        table,
+        &latest,
+        base,
+        delta,
+        "compact-data-before-publish",
+        "compact-data-after-publish",
+    )
+    .await?;
+    if !published {
+        delete_all(table, &created).await;
+        return Ok(Attempt::Lost);
+    }
+    Ok(Attempt::Done(DataCompaction {
+        snapshot_id,
+        files_before,
+        files_after,
+        rows: new_rows,
+    }))
+}
