@@ -252,3 +252,63 @@ async fn child_writer() {
     }
     println!("WROTE {wrote}");
 }
+
+/// The measurement behind the defaults (docs/benchmarks.md, "Sized
+/// tiering"): the same rows tiered in many small rounds or in one, and what
+/// each leaves for readers of `t`. Prints its numbers; asserts nothing on
+/// time. Run it with
+/// `cargo test --test it sized_tiering::small_rounds_versus_one -- --ignored --nocapture`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a measurement, not a check"]
+async fn small_rounds_versus_one() {
+    const ROUNDS: usize = 60;
+    const ROWS: usize = 200;
+    let dir = TempDir::new().expect("temporary directory");
+    let ctx = context(options(&warehouse(&dir), &store(&dir), "off", "1gb", "1h")).await;
+    let insert = |table: &str, round: usize| {
+        let values: Vec<String> = (0..ROWS)
+            .map(|i| format!("({})", round * ROWS + i))
+            .collect();
+        format!("INSERT INTO {table} VALUES {}", values.join(", "))
+    };
+    let mut report = Vec::new();
+    for (table, every_round) in [("small", true), ("big", false)] {
+        create(&ctx, table).await;
+        let mut tiering = Duration::ZERO;
+        for round in 0..ROUNDS {
+            run(&ctx, &insert(table, round)).await;
+            if every_round {
+                let started = Instant::now();
+                run(&ctx, &format!("CALL sys.lakestream_tier('{table}')")).await;
+                tiering += started.elapsed();
+            }
+        }
+        let started = Instant::now();
+        run(&ctx, &format!("CALL sys.lakestream_tier('{table}')")).await;
+        tiering += started.elapsed();
+        let location = warehouse(&dir).join("default.db").join(table);
+        let data_files =
+            files_where(&location, |p| p.extension().is_some_and(|e| e == "parquet")).len();
+        let manifests = files_where(&location.join("manifest"), |_| true).len();
+        let snapshots = files_where(&location.join("snapshot"), |p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("snapshot-"))
+        })
+        .len();
+        // Reading `t` (Paimon alone), a few times.
+        let started = Instant::now();
+        for _ in 0..5 {
+            let rows = in_paimon(&ctx, table).await;
+            assert_eq!(rows.len(), ROUNDS * ROWS);
+        }
+        let read = started.elapsed() / 5;
+        report.push(format!(
+            "{table}: {} rounds, tiering {tiering:?} in all, {snapshots} snapshots, \
+             {data_files} data files, {manifests} manifest files, a full read of t {read:?}",
+            if every_round { ROUNDS + 1 } else { 1 }
+        ));
+    }
+    for line in report {
+        println!("MEASURE {line}");
+    }
+}

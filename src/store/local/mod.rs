@@ -11,13 +11,24 @@
 //! - Tiering commits segments into Paimon exactly once (commit user
 //!   [`TIER_USER`], commit identifier = the exclusive end position), then
 //!   deletes them. It runs in the background of the process that writes, on
-//!   demand (`lakestream_tier`), or as `lakestream-cli tier`.
+//!   demand (`lakestream_tier`), or as `lakestream-cli tier`; the last two
+//!   tier whatever waits.
+//! - Sized tiering: the background tierer checks each table every
+//!   `tier-interval` and starts a round only once the rows Paimon lacks
+//!   reach `tier-target-size` (the bytes of their log entries on disk, the
+//!   parts of multi-part writes included) or the oldest of them has waited
+//!   `tier-max-delay` (its entry's modification time), whichever comes
+//!   first. Both are read from the log's listing, never counted in memory:
+//!   other processes write the same tables. Each round commits one snapshot
+//!   (a manifest and data files), so fewer, bigger rounds keep tables fast.
 //!
 //! Catalog options (`local.<key>`): `path` (default `<warehouse>/_lakestream`),
-//! `tier-interval` (default `30s`, `off` to disable background tiering),
-//! `tier-max-rows` (rows per tiering commit, default 2,000,000),
-//! `log-retention` (how long tiered log stays readable, default `10min`) and
-//! `segment-size` (the size at which a write rolls into parts, default `32mb`).
+//! `tier-interval` (how often the background tierer checks, default `5s`,
+//! `off` to disable background tiering), `tier-target-size` (default
+//! `128mb`), `tier-max-delay` (default `3min`), `tier-max-rows` (rows per
+//! tiering commit, default 2,000,000), `log-retention` (how long tiered log
+//! stays readable, default `10min`) and `segment-size` (the size at which a
+//! write rolls into parts, default `32mb`).
 
 mod path;
 mod root;
