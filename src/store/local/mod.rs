@@ -92,9 +92,11 @@ const MIN_LOG_RETENTION: Duration = Duration::from_secs(1);
 /// snapshot, cheap beside the round it may start.
 const DEFAULT_TIER_INTERVAL: Duration = Duration::from_secs(5);
 /// A round commits one snapshot (a manifest and at least one data file per
-/// bucket written): at this size its files are the size Paimon's writers
-/// aim for anyway (`target-file-size` is 128 MB for append tables), so
-/// rounds no longer leave a trail of small files and manifests.
+/// bucket written). This much of the store's (uncompressed Arrow) segments
+/// makes Parquet files up to the size Paimon's writers aim for anyway
+/// (`target-file-size`: 128 MB for primary-key tables, 256 MB for append
+/// tables), so rounds no longer leave a trail of small files and manifests;
+/// more would only lengthen the backlog every `t$rt` read goes through.
 const DEFAULT_TIER_TARGET_SIZE: u64 = 128 << 20;
 /// Fluss's default lake freshness (`table.datalake.freshness`) is 3
 /// minutes; `t$rt` serves the rows meanwhile, so Paimon readers of `t`
