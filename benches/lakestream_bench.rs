@@ -11,8 +11,14 @@
 //! query, p50/p99), single-row INSERT speed against Paimon, bulk INSERT
 //! throughput, the cost of a
 //! `t$rt` aggregate over `t`'s with 0, 1 and 10 % of the rows in the store
-//! (append and primary-key tables), and tiering throughput against a
-//! paimon-datafusion `INSERT INTO ... SELECT` of the same rows.
+//! (append and primary-key tables), tiering throughput against a
+//! paimon-datafusion `INSERT INTO ... SELECT` of the same rows, and a soak:
+//! many tiering rounds of 10 rows, after which a scan of `t` is timed against
+//! the same rows in one commit, with maintenance as shipped and without
+//! (`write-only`), with the manifests and data files the newest snapshot
+//! names (`scan_after_tiers_*`, `manifest_files_after_tiers_*`,
+//! `data_files_after_tiers_*`; the scan time every tenth of the rounds goes
+//! to stderr).
 //!
 //! With `--store fluss`, the catalog's Paimon warehouse must be the one the
 //! cluster tiers into (`--dir D` uses `D/warehouse`), and the run also
@@ -49,6 +55,23 @@ struct Args {
     /// Keep the warehouse here instead of a temporary directory.
     #[arg(long, value_name = "DIR")]
     dir: Option<PathBuf>,
+
+    /// Run only these parts (comma-separated): freshness, inserts, reads,
+    /// tiering, soak.
+    #[arg(long, value_name = "PARTS")]
+    only: Option<String>,
+
+    /// Tiering rounds of the soak (default: 300 with --quick, else 1000).
+    #[arg(long, value_name = "N")]
+    soak_rounds: Option<usize>,
+}
+
+impl Args {
+    fn runs(&self, part: &str) -> bool {
+        self.only
+            .as_deref()
+            .is_none_or(|only| only.split(',').any(|p| p.trim() == part))
+    }
 }
 
 struct Sizes {
@@ -58,6 +81,7 @@ struct Sizes {
     read_rows: usize,
     read_repeats: usize,
     tier_rows: usize,
+    soak_rounds: usize,
 }
 
 impl Sizes {
@@ -70,6 +94,7 @@ impl Sizes {
                 read_rows: 200_000,
                 read_repeats: 3,
                 tier_rows: 200_000,
+                soak_rounds: 300,
             }
         } else {
             Self {
@@ -79,6 +104,7 @@ impl Sizes {
                 read_rows: 1_000_000,
                 read_repeats: 5,
                 tier_rows: 1_000_000,
+                soak_rounds: 1_000,
             }
         }
     }
@@ -293,6 +319,94 @@ impl Bench {
     }
 }
 
+/// What a soak of tiering rounds left: the scan's cost against the same
+/// rows in one commit, and what the newest snapshot names.
+struct Soak {
+    ratio: f64,
+    manifests: f64,
+    data_files: f64,
+    /// `(round, scan ms)` every tenth of the rounds.
+    curve: Vec<(usize, f64)>,
+}
+
+impl Bench {
+    /// `rounds` tiering rounds of 10 rows each into a new table (`maintained`:
+    /// with maintenance as shipped; else `write-only`, which turns it off).
+    async fn soak(
+        &self,
+        primary_key: bool,
+        maintained: bool,
+        rounds: usize,
+    ) -> Result<Soak, Error> {
+        let kind = if primary_key { "pk" } else { "append" };
+        let suffix = if maintained { "" } else { "_off" };
+        let table = format!("soak_{kind}{suffix}");
+        let one = format!("soak_{kind}{suffix}_one");
+        let columns = if primary_key {
+            "(id INT NOT NULL, v STRING, n BIGINT, PRIMARY KEY (id))"
+        } else {
+            "(id INT, v STRING, n BIGINT)"
+        };
+        let bucket = if primary_key { "'bucket' = '2', " } else { "" };
+        let write_only = if maintained {
+            ""
+        } else {
+            ", 'write-only' = 'true'"
+        };
+        self.run(&format!(
+            "CREATE TABLE {table} {columns} WITH ({bucket}'lakestream.enabled' = 'true'{write_only})"
+        ))
+        .await?;
+        self.run(&format!(
+            "CREATE TABLE {one} {columns} WITH ({bucket}'write-only' = 'true')"
+        ))
+        .await?;
+        let scan = |t: &str| format!("SELECT count(*), sum(n) FROM {t}");
+        let mut curve = Vec::new();
+        let step = (rounds / 10).max(1);
+        for round in 0..rounds {
+            self.insert_series(&table, round * 10, round * 10 + 10, 10)
+                .await?;
+            self.run(&format!("CALL sys.lakestream_tier('{table}')"))
+                .await?;
+            if (round + 1) % step == 0 {
+                self.run(&scan(&table)).await?;
+                let took = self.timed(&scan(&table)).await?;
+                curve.push((round + 1, took.as_secs_f64() * 1e3));
+            }
+        }
+        self.run(&format!("INSERT INTO {one} SELECT * FROM {table}"))
+            .await?;
+        let (mut soaked, mut single) = (Vec::new(), Vec::new());
+        self.run(&scan(&table)).await?;
+        self.run(&scan(&one)).await?;
+        for _ in 0..5 {
+            soaked.push(self.timed(&scan(&table)).await?.as_secs_f64());
+            single.push(self.timed(&scan(&one)).await?.as_secs_f64());
+        }
+        soaked.sort_by(f64::total_cmp);
+        single.sort_by(f64::total_cmp);
+        let count = |sql: String| async move {
+            let batches = self.run(&sql).await?;
+            let value = batches
+                .first()
+                .filter(|b| b.num_rows() == 1)
+                .map(|b| arrow::util::display::array_value_to_string(b.column(0), 0))
+                .transpose()?
+                .unwrap_or_default();
+            value
+                .parse::<f64>()
+                .map_err(|e| Error::from(format!("{sql}: {value}: {e}")))
+        };
+        Ok(Soak {
+            ratio: percentile(&soaked, 0.5) / percentile(&single, 0.5),
+            manifests: count(format!("SELECT count(*) FROM {table}$manifests")).await?,
+            data_files: count(format!("SELECT count(*) FROM {table}$files")).await?,
+            curve,
+        })
+    }
+}
+
 fn percentile(sorted: &[f64], p: f64) -> f64 {
     if sorted.is_empty() {
         return f64::NAN;
@@ -384,7 +498,21 @@ fn chart(figures: &BTreeMap<&'static str, f64>) -> String {
 }
 
 async fn bench(args: Args) -> Result<(), Error> {
-    let sizes = Sizes::new(args.quick);
+    let mut sizes = Sizes::new(args.quick);
+    if let Some(rounds) = args.soak_rounds {
+        sizes.soak_rounds = rounds;
+    }
+    if let Some(only) = &args.only {
+        for part in only.split(',') {
+            if !["freshness", "inserts", "reads", "tiering", "soak"].contains(&part.trim()) {
+                return Err(format!(
+                    "--only: unknown part '{part}'; the parts are freshness, inserts, reads, \
+                     tiering, soak"
+                )
+                .into());
+            }
+        }
+    }
     let (dir, temporary) = match &args.dir {
         Some(dir) => (dir.clone(), false),
         None => (
@@ -414,19 +542,23 @@ async fn bench(args: Args) -> Result<(), Error> {
 
     let mut figures: BTreeMap<&'static str, f64> = BTreeMap::new();
     let started = Instant::now();
-    let (p50, p99) = bench.freshness(sizes.freshness_writes).await?;
-    figures.insert("freshness_p50_ms", p50);
-    figures.insert("freshness_p99_ms", p99);
-    eprintln!("  freshness done ({:.0?})", started.elapsed());
-    let (store_per_s, paimon_per_s) = bench.small_inserts(sizes.small_inserts).await?;
-    figures.insert("small_insert_speedup", store_per_s / paimon_per_s);
-    figures.insert("small_inserts_per_s", store_per_s);
-    figures.insert(
-        "bulk_insert_rows_per_s",
-        bench.bulk_inserts(sizes.bulk_rows).await?,
-    );
-    eprintln!("  inserts done ({:.0?})", started.elapsed());
-    if bench.store != "local" {
+    if args.runs("freshness") {
+        let (p50, p99) = bench.freshness(sizes.freshness_writes).await?;
+        figures.insert("freshness_p50_ms", p50);
+        figures.insert("freshness_p99_ms", p99);
+        eprintln!("  freshness done ({:.0?})", started.elapsed());
+    }
+    if args.runs("inserts") {
+        let (store_per_s, paimon_per_s) = bench.small_inserts(sizes.small_inserts).await?;
+        figures.insert("small_insert_speedup", store_per_s / paimon_per_s);
+        figures.insert("small_inserts_per_s", store_per_s);
+        figures.insert(
+            "bulk_insert_rows_per_s",
+            bench.bulk_inserts(sizes.bulk_rows).await?,
+        );
+        eprintln!("  inserts done ({:.0?})", started.elapsed());
+    }
+    if bench.store != "local" && args.runs("inserts") {
         // The same write figures for the local store, in the same run, on a
         // warehouse of its own.
         let warehouse = dir.join("local-warehouse");
@@ -444,6 +576,9 @@ async fn bench(args: Args) -> Result<(), Error> {
         eprintln!("  local store's writes done ({:.0?})", started.elapsed());
     }
     for (kind, primary_key) in [("append", false), ("pk", true)] {
+        if !args.runs("reads") {
+            break;
+        }
         for percent in [0, 1, 10] {
             let name: &'static str = match (kind, percent) {
                 ("append", 0) => "union_read_ratio_append_0pct",
@@ -467,15 +602,62 @@ async fn bench(args: Args) -> Result<(), Error> {
         }
         eprintln!("  {kind} reads done ({:.0?})", started.elapsed());
     }
-    let (rows_per_s, vs_insert) = if bench.store == "local" {
-        bench.tiering(sizes.tier_rows).await?
-    } else {
-        // Fluss tiers with its own service: nothing to time from here.
-        (f64::NAN, f64::NAN)
-    };
-    figures.insert("tiering_rows_per_s", rows_per_s);
-    figures.insert("tiering_vs_paimon_insert_ratio", vs_insert);
-    eprintln!("  tiering done ({:.0?})", started.elapsed());
+    if args.runs("tiering") {
+        let (rows_per_s, vs_insert) = if bench.store == "local" {
+            bench.tiering(sizes.tier_rows).await?
+        } else {
+            // Fluss tiers with its own service: nothing to time from here.
+            (f64::NAN, f64::NAN)
+        };
+        figures.insert("tiering_rows_per_s", rows_per_s);
+        figures.insert("tiering_vs_paimon_insert_ratio", vs_insert);
+        eprintln!("  tiering done ({:.0?})", started.elapsed());
+    }
+    if bench.store == "local" && args.runs("soak") {
+        for (primary_key, maintained) in
+            [(false, true), (true, true), (false, false), (true, false)]
+        {
+            let soak = bench
+                .soak(primary_key, maintained, sizes.soak_rounds)
+                .await?;
+            let (ratio, manifests, files): (&'static str, &'static str, &'static str) =
+                match (primary_key, maintained) {
+                    (false, true) => (
+                        "scan_after_tiers_ratio_append",
+                        "manifest_files_after_tiers_append",
+                        "data_files_after_tiers_append",
+                    ),
+                    (true, true) => (
+                        "scan_after_tiers_ratio_pk",
+                        "manifest_files_after_tiers_pk",
+                        "data_files_after_tiers_pk",
+                    ),
+                    (false, false) => (
+                        "scan_after_tiers_ratio_append_unmaintained",
+                        "manifest_files_after_tiers_append_unmaintained",
+                        "data_files_after_tiers_append_unmaintained",
+                    ),
+                    (true, false) => (
+                        "scan_after_tiers_ratio_pk_unmaintained",
+                        "manifest_files_after_tiers_pk_unmaintained",
+                        "data_files_after_tiers_pk_unmaintained",
+                    ),
+                };
+            figures.insert(ratio, soak.ratio);
+            figures.insert(manifests, soak.manifests);
+            figures.insert(files, soak.data_files);
+            let curve: Vec<String> = soak
+                .curve
+                .iter()
+                .map(|(round, ms)| format!("{round}:{ms:.1}"))
+                .collect();
+            eprintln!(
+                "  soak {ratio}: scan ms by round {} ({:.0?})",
+                curve.join(" "),
+                started.elapsed()
+            );
+        }
+    }
 
     if let Some(path) = &args.chart {
         std::fs::write(path, chart(&figures))?;

@@ -287,11 +287,13 @@ async fn attempt(table: &Table, when: When, min_count: usize) -> Result<Attempt>
         Some(env) => env.snapshot_commit(),
         None => Arc::new(RenamingSnapshotCommit::new(snapshots.clone())),
     };
+    crate::store::local::failpoint("compact-manifest-before-publish");
     // Once publication starts its outcome may be unknown: on an error the
     // files stay, as paimon's own commit leaves them.
     let published = publisher
         .commit(latest.uuid(), &snapshot, table.branch(), &[])
         .await?;
+    crate::store::local::failpoint("compact-manifest-after-publish");
     if !published {
         delete_all(table, &created).await;
         return Ok(Attempt::Lost);

@@ -489,3 +489,102 @@ async fn a_new_process_writes_after_a_tiering_that_emptied_the_log() {
     let found = ids(&fresh, "SELECT id FROM t$rt").await;
     assert_eq!(check_inserts(&found, &all), all);
 }
+
+/// Issue 12: `kill -9` while a tiering round compacts the table's manifests,
+/// before or after the compacted snapshot is published, loses and
+/// duplicates nothing; the next round compacts (or has compacted) them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crash_while_compacting_manifests_loses_and_duplicates_nothing() {
+    for point in [
+        "compact-manifest-before-publish",
+        "compact-manifest-after-publish",
+    ] {
+        let setup = Setup::new();
+        let ctx = context(&setup.warehouse(), &setup.store()).await;
+        run(
+            &ctx,
+            "CREATE TABLE t (id BIGINT NOT NULL, v STRING, PRIMARY KEY (id)) \
+             WITH ('bucket' = '1', 'lakestream.enabled' = 'true', \
+             'manifest.merge-min-count' = '3')",
+        )
+        .await;
+        let mut acked = BTreeSet::new();
+        for n in 0..2 {
+            run(&ctx, &insert_statement("t", n)).await;
+            acked.insert(n);
+            run(&ctx, "CALL sys.lakestream_tier('t')").await;
+        }
+        run(&ctx, &insert_statement("t", 2)).await;
+        acked.insert(2);
+        // The third round's commit makes three manifests: it compacts them.
+        let status = {
+            let mut child = spawn(
+                &setup,
+                &ChildSpec {
+                    role: "tierer",
+                    table: "t",
+                    start: 0,
+                    count: 0,
+                    tier_interval: "off",
+                    failpoint: Some(point),
+                },
+            );
+            child.wait().expect("tierer")
+        };
+        assert!(!status.success(), "{point}: the tierer should have aborted");
+        let fresh = context(&setup.warehouse(), &setup.store()).await;
+        // The child died where it should: its tiering commit is in, and the
+        // compacted snapshot is published only after the second point.
+        let kinds = lines_of(&fresh, "SELECT commit_kind FROM t$snapshots").await;
+        let compacted = point == "compact-manifest-after-publish";
+        assert_eq!(
+            kinds,
+            ["APPEND"; 3]
+                .into_iter()
+                .chain(compacted.then_some("COMPACT"))
+                .collect::<Vec<_>>(),
+            "{point}"
+        );
+        for sql in ["SELECT id FROM t", "SELECT id FROM t$rt"] {
+            let found = ids(&fresh, sql).await;
+            check_inserts(&found, &acked);
+            assert_eq!(found.len() as i64, 3 * ROWS_PER_INSERT, "{point}: {sql}");
+        }
+        // Another round (with a row to tier) leaves the manifests compacted.
+        run(&fresh, &insert_statement("t", 3)).await;
+        acked.insert(3);
+        run(&fresh, "CALL sys.lakestream_tier('t')").await;
+        let kinds = lines_of(&fresh, "SELECT commit_kind FROM t$snapshots").await;
+        assert!(
+            kinds.iter().any(|k| k == "COMPACT"),
+            "{point}: no compacted snapshot: {kinds:?}"
+        );
+        for sql in ["SELECT id FROM t", "SELECT id FROM t$rt"] {
+            let found = ids(&fresh, sql).await;
+            check_inserts(&found, &acked);
+            assert_eq!(found.len() as i64, 4 * ROWS_PER_INSERT, "{point}: {sql}");
+        }
+    }
+}
+
+/// The first column of what `sql` returns, as text.
+async fn lines_of(ctx: &LakeStreamContext, sql: &str) -> Vec<String> {
+    let batches = ctx
+        .sql(sql)
+        .await
+        .unwrap_or_else(|e| panic!("{sql}: {e}"))
+        .collect()
+        .await
+        .unwrap_or_else(|e| panic!("{sql}: {e}"));
+    let mut out = Vec::new();
+    for batch in batches {
+        let column = batch.column(0);
+        for row in 0..batch.num_rows() {
+            out.push(
+                arrow::util::display::array_value_to_string(column, row)
+                    .expect("a printable value"),
+            );
+        }
+    }
+    out
+}

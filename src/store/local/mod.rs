@@ -12,7 +12,9 @@
 //!   [`TIER_USER`], commit identifier = the exclusive end position), then
 //!   deletes them. It runs in the background of the process that writes, on
 //!   demand (`lakestream_tier`), or as `lakestream-cli tier`; the last two
-//!   tier whatever waits.
+//!   tier whatever waits. A round that committed then compacts the table's
+//!   manifests when Paimon's `manifest.merge-min-count` says so
+//!   ([`crate::maintenance`]).
 //! - Sized tiering: the background tierer checks each table every
 //!   `tier-interval` and starts a round only once the rows Paimon lacks
 //!   reach `tier-target-size` (the bytes of their log entries on disk, the
