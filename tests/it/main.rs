@@ -29,6 +29,7 @@ mod multipart;
 mod rest_server;
 mod rest_smoke;
 mod shell;
+mod sized_tiering;
 mod slt;
 mod support;
 mod text_input;

@@ -107,7 +107,9 @@ impl TestWarehouse {
 
 /// Catalog options of a filesystem warehouse whose lake-stream tables use the
 /// `local` store at `store`, tiering in the background every `tier_interval`
-/// (`off`: only on demand).
+/// whenever a row waits (`local.tier-target-size` = `1b`: the tests that
+/// tier in the background want rounds racing their writes), `off`: only on
+/// demand.
 pub fn local_store_options(
     warehouse: &Path,
     store: &Path,
@@ -118,6 +120,7 @@ pub fn local_store_options(
         ("lakestream.store".to_string(), "local".to_string()),
         ("local.path".to_string(), store.display().to_string()),
         ("local.tier-interval".to_string(), tier_interval.to_string()),
+        ("local.tier-target-size".to_string(), "1b".to_string()),
     ])
 }
 

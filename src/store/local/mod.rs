@@ -11,15 +11,27 @@
 //! - Tiering commits segments into Paimon exactly once (commit user
 //!   [`TIER_USER`], commit identifier = the exclusive end position), then
 //!   deletes them. It runs in the background of the process that writes, on
-//!   demand (`lakestream_tier`), or as `lakestream-cli tier`. A round that
-//!   committed then compacts the table's manifests when Paimon's
-//!   `manifest.merge-min-count` says so ([`crate::maintenance`]).
+//!   demand (`lakestream_tier`), or as `lakestream-cli tier`; the last two
+//!   tier whatever waits. A round that committed then compacts an append
+//!   table's small data files and the table's manifests when Paimon's
+//!   `compaction.min.file-num` and `manifest.merge-min-count` say so
+//!   ([`crate::maintenance`]).
+//! - Sized tiering: the background tierer checks each table every
+//!   `tier-interval` and starts a round only once the rows Paimon lacks
+//!   reach `tier-target-size` (the bytes of their log entries on disk, the
+//!   parts of multi-part writes included) or the oldest of them has waited
+//!   `tier-max-delay` (its entry's modification time), whichever comes
+//!   first. Both are read from the log's listing, never counted in memory:
+//!   other processes write the same tables. Each round commits one snapshot
+//!   (a manifest and data files), so fewer, bigger rounds keep tables fast.
 //!
 //! Catalog options (`local.<key>`): `path` (default `<warehouse>/_lakestream`),
-//! `tier-interval` (default `30s`, `off` to disable background tiering),
-//! `tier-max-rows` (rows per tiering commit, default 2,000,000),
-//! `log-retention` (how long tiered log stays readable, default `10min`) and
-//! `segment-size` (the size at which a write rolls into parts, default `32mb`).
+//! `tier-interval` (how often the background tierer checks, default `5s`,
+//! `off` to disable background tiering), `tier-target-size` (default
+//! `128mb`), `tier-max-delay` (default `3min`), `tier-max-rows` (rows per
+//! tiering commit, default 2,000,000), `log-retention` (how long tiered log
+//! stays readable, default `10min`) and `segment-size` (the size at which a
+//! write rolls into parts, default `32mb`).
 
 mod path;
 mod root;
@@ -55,12 +67,16 @@ pub const LOCAL: &str = "local";
 
 const PATH: &str = "path";
 const TIER_INTERVAL: &str = "tier-interval";
+const TIER_TARGET_SIZE: &str = "tier-target-size";
+const TIER_MAX_DELAY: &str = "tier-max-delay";
 const TIER_MAX_ROWS: &str = "tier-max-rows";
 const LOG_RETENTION: &str = "log-retention";
 const SEGMENT_SIZE: &str = "segment-size";
 const KNOWN_OPTIONS: &[&str] = &[
     PATH,
     TIER_INTERVAL,
+    TIER_TARGET_SIZE,
+    TIER_MAX_DELAY,
     TIER_MAX_ROWS,
     LOG_RETENTION,
     SEGMENT_SIZE,
@@ -74,7 +90,21 @@ const DEFAULT_SEGMENT_SIZE: u64 = 32 << 20;
 /// tiered position while it is younger than half of this).
 const DEFAULT_LOG_RETENTION: Duration = Duration::from_secs(600);
 const MIN_LOG_RETENTION: Duration = Duration::from_secs(1);
-const DEFAULT_TIER_INTERVAL: Duration = Duration::from_secs(30);
+/// Short enough that a table reaching its target size is tiered within
+/// seconds; a check is a listing of the log and a look at the newest
+/// snapshot, cheap beside the round it may start.
+const DEFAULT_TIER_INTERVAL: Duration = Duration::from_secs(5);
+/// A round commits one snapshot (a manifest and at least one data file per
+/// bucket written). This much of the store's (uncompressed Arrow) segments
+/// makes Parquet files up to the size Paimon's writers aim for anyway
+/// (`target-file-size`: 128 MB for primary-key tables, 256 MB for append
+/// tables), so rounds no longer leave a trail of small files and manifests;
+/// more would only lengthen the backlog every `t$rt` read goes through.
+const DEFAULT_TIER_TARGET_SIZE: u64 = 128 << 20;
+/// Fluss's default lake freshness (`table.datalake.freshness`) is 3
+/// minutes; `t$rt` serves the rows meanwhile, so Paimon readers of `t`
+/// alone see rows at most this much later (plus one check interval).
+const DEFAULT_TIER_MAX_DELAY: Duration = Duration::from_secs(180);
 const DEFAULT_TIER_MAX_ROWS: u64 = 2_000_000;
 
 /// A test hook: a process whose `LAKESTREAM_FAILPOINT` names this point
@@ -93,8 +123,15 @@ pub(crate) fn failpoint(name: &str) {
 pub struct LocalOptions {
     /// Where the store keeps its files: a path or a URL.
     pub path: String,
-    /// How often the writing process tiers; `None`: only on demand.
+    /// How often the writing process checks whether a table is due for
+    /// tiering (see `tier_target_size`, `tier_max_delay`); `None`: no
+    /// background tiering, only on demand.
     pub tier_interval: Option<Duration>,
+    /// The background tierer tiers once the store holds this many bytes
+    /// (on disk) of rows Paimon lacks ...
+    pub tier_target_size: u64,
+    /// ... or once the oldest of them has waited this long.
+    pub tier_max_delay: Duration,
     /// Rows per tiering commit, at most (whole segments are never split).
     pub tier_max_rows: u64,
     /// How long segments stay after tiering passed them: streaming reads
@@ -159,6 +196,29 @@ impl LocalOptions {
                 Some(interval)
             }
         };
+        let tier_target_size = match options.get(TIER_TARGET_SIZE) {
+            None => DEFAULT_TIER_TARGET_SIZE,
+            Some(text) => {
+                let size = parse_size(text).map_err(|r| invalid(TIER_TARGET_SIZE, r))?;
+                if size == 0 {
+                    return Err(invalid(
+                        TIER_TARGET_SIZE,
+                        "must be above zero ('1b': tier whenever a row waits)".to_string(),
+                    ));
+                }
+                size
+            }
+        };
+        let tier_max_delay = match options.get(TIER_MAX_DELAY) {
+            None => DEFAULT_TIER_MAX_DELAY,
+            Some(text) => {
+                let delay = parse_duration(text).map_err(|r| invalid(TIER_MAX_DELAY, r))?;
+                if delay.is_zero() {
+                    return Err(invalid(TIER_MAX_DELAY, "must be above zero".to_string()));
+                }
+                delay
+            }
+        };
         let tier_max_rows = match options.get(TIER_MAX_ROWS) {
             None => DEFAULT_TIER_MAX_ROWS,
             Some(text) => text
@@ -196,6 +256,8 @@ impl LocalOptions {
         Ok(Self {
             path,
             tier_interval,
+            tier_target_size,
+            tier_max_delay,
             tier_max_rows,
             log_retention,
             segment_size,
@@ -452,8 +514,9 @@ impl Drop for LocalWrite {
     }
 }
 
-/// Tiers one table every `interval` while the store lives and the table is
-/// a lake-stream table. Errors are retried at the next tick.
+/// Checks one table every `interval` while the store lives and the table is
+/// a lake-stream table, and tiers it when a round is due (see
+/// [`Inner::due`]). Errors are retried at the next tick.
 async fn background_tiering(store: Weak<Inner>, identifier: Identifier, interval: Duration) {
     let mut ticker = tokio::time::interval(interval);
     ticker.tick().await;
@@ -467,7 +530,9 @@ async fn background_tiering(store: Weak<Inner>, identifier: Identifier, interval
             Err(_) => continue,
         };
         // A failure leaves everything in place for the next tick.
-        let _ = store.tier(&table).await;
+        if let Ok(true) = store.due(&table).await {
+            let _ = store.tier(&table).await;
+        }
     }
     if let Some(store) = store.upgrade() {
         store
@@ -498,10 +563,25 @@ impl Inner {
         }
     }
 
+    /// Whether the background tierer should tier `table` now: the rows
+    /// Paimon lacks reach `local.tier-target-size` on disk, or the oldest
+    /// of them has waited `local.tier-max-delay`. Both come from the
+    /// store's files (the log's listing), never from what this process
+    /// wrote: other processes write the same tables.
+    async fn due(&self, table: &Table) -> Result<bool> {
+        let waiting = self.root.table(table.identifier()).waiting(table).await?;
+        Ok(waiting.due(
+            self.options.tier_target_size,
+            self.options.tier_max_delay,
+            table::now_ms(),
+        ))
+    }
+
     /// Tiers `table`, then compacts an append table's small data files and
     /// the table's manifests when a round left enough of them (Paimon's
     /// `compaction.min.file-num`, `manifest.merge-min-count`; never on a
-    /// `write-only` table). A compaction that fails leaves the table as it was, and says
+    /// `write-only` table). A compaction that fails leaves the table as it
+    /// was, and says
     /// so after what the tiering did.
     async fn tier(&self, table: &Table) -> Result<TierReport> {
         let report = self
@@ -648,7 +728,9 @@ mod tests {
     fn options_default_under_the_warehouse() {
         let o = LocalOptions::from_options(&opts(&[]), Some("/w/")).unwrap();
         assert_eq!(o.path, "/w/_lakestream");
-        assert_eq!(o.tier_interval, Some(Duration::from_secs(30)));
+        assert_eq!(o.tier_interval, Some(Duration::from_secs(5)));
+        assert_eq!(o.tier_target_size, 128 << 20);
+        assert_eq!(o.tier_max_delay, Duration::from_secs(180));
         assert_eq!(o.tier_max_rows, 2_000_000);
         assert_eq!(o.log_retention, Duration::from_secs(600));
         assert_eq!(o.segment_size, 32 << 20);
@@ -657,6 +739,8 @@ mod tests {
                 ("path", "memory://x"),
                 ("tier-interval", "OFF"),
                 ("tier-max-rows", "10"),
+                ("tier-target-size", "16kb"),
+                ("tier-max-delay", "2min"),
             ]),
             None,
         )
@@ -664,6 +748,8 @@ mod tests {
         assert_eq!(o.path, "memory://x");
         assert_eq!(o.tier_interval, None);
         assert_eq!(o.tier_max_rows, 10);
+        assert_eq!(o.tier_target_size, 16 << 10);
+        assert_eq!(o.tier_max_delay, Duration::from_secs(120));
     }
 
     #[test]
@@ -674,6 +760,12 @@ mod tests {
             (vec![("tier-interval", "0s")], "local.tier-interval"),
             (vec![("tier-interval", "soon")], "local.tier-interval"),
             (vec![("tier-max-rows", "0")], "local.tier-max-rows"),
+            (vec![("tier-target-size", "0")], "local.tier-target-size"),
+            (vec![("tier-target-size", "huge")], "local.tier-target-size"),
+            (vec![("tier-target-size", "5s")], "local.tier-target-size"),
+            (vec![("tier-max-delay", "0s")], "local.tier-max-delay"),
+            (vec![("tier-max-delay", "never")], "local.tier-max-delay"),
+            (vec![("tier-max-delay", "64mb")], "local.tier-max-delay"),
             (vec![("log-retention", "500ms")], "local.log-retention"),
             (vec![("log-retention", "later")], "local.log-retention"),
             (vec![("segment-size", "0")], "local.segment-size"),
@@ -688,5 +780,30 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("warehouse"), "{err}");
+        // An unknown option lists the new ones.
+        let err = LocalOptions::from_options(&opts(&[("tier-size", "1mb")]), Some("/w"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("local.tier-target-size") && err.contains("local.tier-max-delay"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_round_is_due_at_the_target_size_or_the_max_delay() {
+        let delay = Duration::from_secs(180);
+        let nothing = table::Waiting::default();
+        assert!(!nothing.due(1, delay, i64::MAX));
+        let young = table::Waiting {
+            entries: 3,
+            bytes: 1000,
+            oldest_ms: Some(10_000),
+        };
+        assert!(!young.due(1001, delay, 10_000 + 179_999));
+        assert!(young.due(1000, delay, 10_000));
+        assert!(young.due(1001, delay, 10_000 + 180_000));
+        // A clock behind the files' times: only the size counts.
+        assert!(!young.due(1001, delay, 0));
     }
 }

@@ -204,6 +204,10 @@ pub(crate) struct Incarnation {
     snapshots: Mutex<HashMap<i64, (bool, i64)>>,
     /// Paimon schemas (id, time) known to belong to the Paimon table of this incarnation.
     verified: Mutex<HashSet<(i64, i64)>>,
+    /// Log entry position -> (its object's size, its bytes with the parts
+    /// of a multi-part write), for entries [`TableState::waiting`] looked
+    /// into; an entry replaced since (set aside) has another size.
+    entry_bytes: Mutex<BTreeMap<u64, (u64, u64)>>,
 }
 
 impl Incarnation {
@@ -227,6 +231,7 @@ impl Incarnation {
             segments: Default::default(),
             snapshots: Default::default(),
             verified: Default::default(),
+            entry_bytes: Default::default(),
         }
     }
 }
@@ -260,7 +265,7 @@ impl std::fmt::Debug for TableState {
     }
 }
 
-fn now_ms() -> i64 {
+pub(crate) fn now_ms() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
@@ -1489,6 +1494,92 @@ impl TableState {
             .map_or(0, |(_, rows)| rows))
     }
 
+    /// What waits to be tiered, as the store's files say now: the log
+    /// entries at and after the tiered position, their bytes on disk and
+    /// when the oldest of them was written, from one listing of the log.
+    /// Nothing here is counted in this process's memory, so writes of other
+    /// processes count as soon as they land. A multi-part write's entry is
+    /// small; the lengths of its parts are in it: each entry's first bytes
+    /// are read once to tell, and a part list once (remembered by position
+    /// and object size, so neither is read again while it waits).
+    pub(crate) async fn waiting(&self, table: &Table) -> Result<Waiting> {
+        let incarnation = self.current(table).await?;
+        let (_, position) = self.tiered(&incarnation, table).await?;
+        let prefix = incarnation.dir.clone().join("log");
+        let listed: Vec<(u64, object_store::ObjectMeta)> = self
+            .root
+            .objects
+            .list(Some(&prefix))
+            .try_filter_map(|meta| {
+                let seq = path::segment_seq(&meta.location).filter(|seq| *seq >= position);
+                futures::future::ready(Ok(seq.map(|seq| (seq, meta))))
+            })
+            .try_collect()
+            .await
+            .map_err(|e| store_error(LOCAL, e))?;
+        {
+            let mut known = incarnation
+                .entry_bytes
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
+            *known = known.split_off(&position);
+        }
+        let mut waiting = Waiting::default();
+        for (seq, meta) in listed {
+            let bytes = self.entry_bytes(&incarnation, seq, &meta).await?;
+            waiting.entries += 1;
+            waiting.bytes = waiting.bytes.saturating_add(bytes);
+            let written = meta.last_modified.timestamp_millis();
+            waiting.oldest_ms = Some(waiting.oldest_ms.map_or(written, |o| o.min(written)));
+        }
+        Ok(waiting)
+    }
+
+    /// The bytes of the log entry `seq` (listed as `meta`) with the parts a
+    /// multi-part write's entry names.
+    async fn entry_bytes(
+        &self,
+        incarnation: &Incarnation,
+        seq: u64,
+        meta: &object_store::ObjectMeta,
+    ) -> Result<u64> {
+        let known = incarnation
+            .entry_bytes
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&seq)
+            .copied();
+        if let Some((size, bytes)) = known {
+            if size == meta.size {
+                return Ok(bytes);
+            }
+        }
+        let bytes = match self.root.get_head(&meta.location, 8).await? {
+            // Trimmed since the listing: tiered already.
+            None => return Ok(0),
+            Some(head) if segment::is_part_list(&head) => {
+                match self.root.get(&meta.location).await? {
+                    None => return Ok(0),
+                    Some(entry) => match segment::decode_entry(&entry) {
+                        Ok(Entry::Parts(list)) => list
+                            .parts
+                            .iter()
+                            .fold(meta.size, |sum, part| sum.saturating_add(part.length)),
+                        // Damaged: tiering stops there and says so.
+                        _ => meta.size,
+                    },
+                }
+            }
+            Some(_) => meta.size,
+        };
+        incarnation
+            .entry_bytes
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(seq, (meta.size, bytes));
+        Ok(bytes)
+    }
+
     /// Moves the damaged segment at `position` aside (to `damaged/` beside
     /// the log) and puts an empty segment in its place, so reads and tiering
     /// go on past it. Returns what the segment held, as far as it can tell.
@@ -1590,6 +1681,30 @@ impl TableState {
             // Writes in this process wake us; other processes' are found by looking again.
             let _ = tokio::time::timeout(FOLLOW_POLL, notified).await;
         }
+    }
+}
+
+/// What waits in a table's log to be tiered (see [`TableState::waiting`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Waiting {
+    /// Log entries at and after the tiered position.
+    pub(crate) entries: u64,
+    /// Their bytes on disk, the parts of multi-part writes included.
+    pub(crate) bytes: u64,
+    /// When the oldest of them was written (its object's modification
+    /// time, milliseconds since the epoch).
+    pub(crate) oldest_ms: Option<i64>,
+}
+
+impl Waiting {
+    /// Whether a round is due: `target_bytes` wait, or the oldest entry has
+    /// waited `max_delay` (as of `now_ms`). Nothing waiting: never.
+    pub(crate) fn due(&self, target_bytes: u64, max_delay: Duration, now_ms: i64) -> bool {
+        let Some(oldest) = self.oldest_ms else {
+            return false;
+        };
+        let delay = i64::try_from(max_delay.as_millis()).unwrap_or(i64::MAX);
+        self.bytes >= target_bytes || now_ms.saturating_sub(oldest) >= delay
     }
 }
 
