@@ -29,8 +29,9 @@ use crate::planner::write::WriteRouting;
 use crate::planner::PlannerState;
 use crate::store::{builtin_registry, StoreRegistry};
 use crate::table::{
-    CompactManifestFunction, PaimonTableFactory, SetAsideFunction, TierFunction,
-    COMPACT_MANIFEST_FUNCTION, PAIMON_FORMAT, SET_ASIDE_FUNCTION, TIER_FUNCTION,
+    CompactManifestFunction, ExpireSnapshotsFunction, PaimonTableFactory, SetAsideFunction,
+    TierFunction, COMPACT_MANIFEST_FUNCTION, EXPIRE_SNAPSHOTS_FUNCTION, PAIMON_FORMAT,
+    SET_ASIDE_FUNCTION, TIER_FUNCTION,
 };
 
 /// The lake-stream hooks of one DataFusion session, and its lake-stream catalogs.
@@ -86,6 +87,10 @@ impl LakeStreamExtension {
         ctx.register_udtf(
             COMPACT_MANIFEST_FUNCTION,
             Arc::new(CompactManifestFunction::new(Arc::clone(&state))),
+        );
+        ctx.register_udtf(
+            EXPIRE_SNAPSHOTS_FUNCTION,
+            Arc::new(ExpireSnapshotsFunction::new(Arc::clone(&state))),
         );
         let session_state = ctx.state_ref();
         let mut session_state = session_state.write();

@@ -328,12 +328,14 @@ impl Kind {
                 Some("CALL sys.lakestream_tier('default.{t}')"),
             ),
             Kind::Maintenance => (
-                "`CALL sys.compact_manifest`",
+                "`CALL sys.compact_manifest`, `CALL sys.expire_snapshots`",
                 H::Allowed,
                 E::None,
                 "rewrites the newest snapshot's manifests into as few as Paimon's \
                  `manifest.target-file-size` allows, as a `COMPACT` snapshot that changes no \
-                 row (any Paimon table of the catalog)",
+                 row; expires the oldest snapshots beyond Paimon's `snapshot.*` retention \
+                 options, never the latest, a tagged one's files, or the store's newest \
+                 tiering commit (any Paimon table of the catalog)",
                 Some("CALL sys.compact_manifest('default.{t}')"),
             ),
             Kind::Rollback => (
@@ -536,7 +538,10 @@ const STORE_PROCEDURES: &[&str] = &[
     crate::table::TIER_FUNCTION,
     crate::table::SET_ASIDE_FUNCTION,
 ];
-const MAINTENANCE_PROCEDURES: &[&str] = &[crate::table::COMPACT_MANIFEST_FUNCTION];
+const MAINTENANCE_PROCEDURES: &[&str] = &[
+    crate::table::COMPACT_MANIFEST_FUNCTION,
+    crate::table::EXPIRE_SNAPSHOTS_FUNCTION,
+];
 const ROLLBACK_PROCEDURES: &[&str] = &["rollback_to", "rollback_to_timestamp"];
 const TAG_PROCEDURES: &[&str] = &[
     "create_tag",

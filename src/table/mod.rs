@@ -9,7 +9,8 @@ mod write;
 pub(crate) use factory::{PaimonTableFactory, PAIMON_FORMAT};
 pub(crate) use realtime::RealtimeTable;
 pub(crate) use tier::{
-    CompactManifestFunction, SetAsideFunction, TierFunction, COMPACT_MANIFEST_FUNCTION,
+    CompactManifestFunction, ExpireSnapshotsFunction, SetAsideFunction, TierFunction,
+    COMPACT_MANIFEST_FUNCTION, EXPIRE_SNAPSHOTS_ARGUMENTS, EXPIRE_SNAPSHOTS_FUNCTION,
     SET_ASIDE_FUNCTION, TIER_FUNCTION,
 };
 pub(crate) use write::{RowChange, StoreWriteTable};
