@@ -235,6 +235,16 @@ pub async fn expire_snapshots(table: &Table, request: Expiry) -> Result<Option<E
         id += 1;
     }
     if end <= earliest {
+        // Nothing to expire: make sure the hint names the earliest snapshot
+        // (a run that crashed before writing it is finished here).
+        let hint = format!("{}/EARLIEST", snapshots.snapshot_dir());
+        let current = match file_io.new_input(&hint)?.read().await {
+            Ok(bytes) => String::from_utf8_lossy(&bytes).trim().parse::<i64>().ok(),
+            Err(_) => None,
+        };
+        if current != Some(earliest) {
+            snapshots.write_earliest_hint(earliest).await?;
+        }
         return Ok(None);
     }
     // The first snapshot to expire: the one after the newest missing below

@@ -568,7 +568,15 @@ fn procedure_call(function: &Function, default_schema: &str) -> Result<Option<St
                                 ),
                             });
                         };
-                        positional[at + 1] = Some(FunctionArg::Unnamed(arg));
+                        if positional[at + 1]
+                            .replace(FunctionArg::Unnamed(arg))
+                            .is_some()
+                        {
+                            return Err(Error::InvalidStatement {
+                                statement: format!("CALL sys.{procedure}"),
+                                reason: format!("argument '{}' is given twice", name.value),
+                            });
+                        }
                     }
                     other => {
                         if next < positional.len() {
