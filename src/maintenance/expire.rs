@@ -252,10 +252,10 @@ pub async fn expire_snapshots(table: &Table, request: Expiry) -> Result<Option<E
     let mut begin = earliest;
     let mut id = end - 1;
     while id >= earliest {
-        if !cache.contains_key(&id) {
+        if let std::collections::hash_map::Entry::Vacant(slot) = cache.entry(id) {
             match snapshots.get_snapshot(id).await {
                 Ok(snapshot) => {
-                    cache.insert(id, snapshot);
+                    slot.insert(snapshot);
                 }
                 Err(paimon::Error::SnapshotNotExist { .. }) => {
                     begin = id + 1;
