@@ -386,7 +386,7 @@ impl Kind {
                 E::Filter,
                 "this crate does not know what the procedure would do to the store's rows. \
                  Turn the mode off first",
-                Some("CALL sys.expire_snapshots(table => 'default.{t}')"),
+                Some("CALL sys.remove_orphan_files(table => 'default.{t}')"),
             ),
             Kind::Session => (
                 "`SET`, `RESET`",
