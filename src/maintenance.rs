@@ -18,7 +18,9 @@
 //! the file system's create-if-absent), against the snapshot it read: if
 //! another commit won, the new files are deleted and it starts again from the
 //! newer snapshot. Files the older snapshots name stay: removing them is
-//! snapshot expiry's business.
+//! snapshot expiry's business ([`expire`]).
+
+pub mod expire;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -58,6 +60,16 @@ pub struct ManifestCompaction {
     pub manifests_after: usize,
     /// How many data files they list.
     pub data_files: usize,
+}
+
+/// Whether `table` sets Paimon's `write-only` = `true`: no compaction or
+/// expiry after its commits.
+pub fn write_only(table: &Table) -> bool {
+    table
+        .schema()
+        .options()
+        .get(WRITE_ONLY)
+        .is_some_and(|v| v.eq_ignore_ascii_case("true"))
 }
 
 /// When [`compact_manifests`] runs.

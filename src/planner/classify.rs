@@ -328,11 +328,13 @@ impl Kind {
                 Some("CALL sys.lakestream_tier('default.{t}')"),
             ),
             Kind::Maintenance => (
-                "`CALL sys.compact_manifest`, `CALL sys.compact`",
+                "`CALL sys.compact_manifest`, `CALL sys.compact`, `CALL sys.expire_snapshots`",
                 H::Allowed,
                 E::None,
                 "rewrites the newest snapshot's manifests, or an append table's small data \
-                 files, into fewer, as a `COMPACT` snapshot that changes no row (any Paimon \
+                 files, into fewer, as a `COMPACT` snapshot that changes no row; expires the \
+                 oldest snapshots beyond Paimon's `snapshot.*` retention options, never the \
+                 latest, a tagged one's files, or the store's newest tiering commit (any Paimon \
                  table of the catalog; see docs/maintenance.md)",
                 Some("CALL sys.compact_manifest('default.{t}')"),
             ),
@@ -384,7 +386,7 @@ impl Kind {
                 E::Filter,
                 "this crate does not know what the procedure would do to the store's rows. \
                  Turn the mode off first",
-                Some("CALL sys.expire_snapshots(table => 'default.{t}')"),
+                Some("CALL sys.remove_orphan_files(table => 'default.{t}')"),
             ),
             Kind::Session => (
                 "`SET`, `RESET`",
@@ -536,6 +538,7 @@ const STORE_PROCEDURES: &[&str] = &[
     crate::table::TIER_FUNCTION,
     crate::table::SET_ASIDE_FUNCTION,
 ];
+const MAINTENANCE_PROCEDURES: &[&str] = &[crate::table::EXPIRE_SNAPSHOTS_FUNCTION];
 const ROLLBACK_PROCEDURES: &[&str] = &["rollback_to", "rollback_to_timestamp"];
 const TAG_PROCEDURES: &[&str] = &[
     "create_tag",
@@ -572,9 +575,10 @@ fn procedure_kind(function: &Function) -> Kind {
     let is = |names: &[&str]| names.iter().any(|n| n.eq_ignore_ascii_case(name));
     if is(STORE_PROCEDURES) {
         Kind::StoreProcedure
-    } else if crate::table::Maintenance::ALL
-        .iter()
-        .any(|m| m.name().eq_ignore_ascii_case(name))
+    } else if is(MAINTENANCE_PROCEDURES)
+        || crate::table::Maintenance::ALL
+            .iter()
+            .any(|m| m.name().eq_ignore_ascii_case(name))
     {
         Kind::Maintenance
     } else if is(ROLLBACK_PROCEDURES) {

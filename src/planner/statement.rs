@@ -524,6 +524,7 @@ fn procedure_call(function: &Function, default_schema: &str) -> Result<Option<St
     let Some(procedure) = [
         crate::table::TIER_FUNCTION,
         crate::table::SET_ASIDE_FUNCTION,
+        crate::table::EXPIRE_SNAPSHOTS_FUNCTION,
     ]
     .into_iter()
     .chain(crate::table::Maintenance::ALL.map(crate::table::Maintenance::name))
@@ -542,6 +543,60 @@ fn procedure_call(function: &Function, default_schema: &str) -> Result<Option<St
                     *arg = FunctionArg::Unnamed(value.clone());
                 }
             }
+        }
+    }
+    // Paimon's named arguments of `expire_snapshots` become positional ones,
+    // in the table function's order, NULL where not given.
+    if procedure == crate::table::EXPIRE_SNAPSHOTS_FUNCTION {
+        if let FunctionArguments::List(list) = &mut args {
+            let names = crate::table::EXPIRE_SNAPSHOTS_ARGUMENTS;
+            let mut positional: Vec<Option<FunctionArg>> = vec![None; names.len() + 1];
+            let mut next = 0;
+            for arg in list.args.drain(..) {
+                match arg {
+                    FunctionArg::Named { name, arg, .. } => {
+                        let Some(at) = names
+                            .iter()
+                            .position(|n| n.eq_ignore_ascii_case(&name.value))
+                        else {
+                            return Err(Error::InvalidStatement {
+                                statement: format!("CALL sys.{procedure}"),
+                                reason: format!(
+                                    "unknown argument '{}'; it takes table, {}",
+                                    name.value,
+                                    names.join(", ")
+                                ),
+                            });
+                        };
+                        if positional[at + 1]
+                            .replace(FunctionArg::Unnamed(arg))
+                            .is_some()
+                        {
+                            return Err(Error::InvalidStatement {
+                                statement: format!("CALL sys.{procedure}"),
+                                reason: format!("argument '{}' is given twice", name.value),
+                            });
+                        }
+                    }
+                    other => {
+                        if next < positional.len() {
+                            positional[next] = Some(other);
+                        }
+                        next += 1;
+                    }
+                }
+            }
+            let null = || {
+                FunctionArg::Unnamed(FunctionArgExpr::Expr(Expr::Value(
+                    Value::Null.with_empty_span(),
+                )))
+            };
+            let last = positional.iter().rposition(Option::is_some).unwrap_or(0);
+            list.args = positional
+                .into_iter()
+                .take(last + 1)
+                .map(|arg| arg.unwrap_or_else(null))
+                .collect();
         }
     }
     if let (Some(catalog), FunctionArguments::List(list)) = (catalog, &mut args) {

@@ -11,12 +11,18 @@
 //! procedures ([`crate::maintenance`]), on any Paimon table of a lake-stream
 //! catalog. `CALL sys.compact_manifest('db.t')` too, as in Paimon
 //! (`table => 'db.t'` is taken as well).
+//!
+//! `expire_snapshots('db.t'[, retain_max, retain_min, older_than,
+//! max_deletes])`: expires the table's oldest snapshots
+//! ([`crate::maintenance::expire`]); an argument left out or NULL is the
+//! table's option. `CALL sys.expire_snapshots('db.t', retain_min => 2)`
+//! takes Paimon's named arguments.
 
 use std::sync::Arc;
 
 use async_trait::async_trait;
 use datafusion::arrow::array::{ArrayRef, Int64Array, RecordBatch, StringArray, UInt64Array};
-use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use datafusion::catalog::{Session, TableFunctionArgs, TableFunctionImpl};
 use datafusion::common::{ScalarValue, TableReference};
 use datafusion::datasource::memory::MemorySourceConfig;
@@ -39,6 +45,158 @@ pub(crate) const SET_ASIDE_FUNCTION: &str = "lakestream_set_aside";
 pub(crate) const COMPACT_MANIFEST_FUNCTION: &str = "compact_manifest";
 /// The name of the data-file compaction function (Paimon's procedure name).
 pub(crate) const COMPACT_FUNCTION: &str = "compact";
+
+/// The name of the snapshot expiry function (Paimon's procedure name).
+pub(crate) const EXPIRE_SNAPSHOTS_FUNCTION: &str = "expire_snapshots";
+/// Its arguments after the table, in order (Paimon's names).
+pub(crate) const EXPIRE_SNAPSHOTS_ARGUMENTS: &[&str] =
+    &["retain_max", "retain_min", "older_than", "max_deletes"];
+
+/// The `expire_snapshots` table function.
+#[derive(Debug)]
+pub(crate) struct ExpireSnapshotsFunction {
+    state: Arc<PlannerState>,
+}
+
+impl ExpireSnapshotsFunction {
+    pub(crate) fn new(state: Arc<PlannerState>) -> Self {
+        Self { state }
+    }
+}
+
+impl TableFunctionImpl for ExpireSnapshotsFunction {
+    fn call_with_args(&self, args: TableFunctionArgs) -> DFResult<Arc<dyn TableProvider>> {
+        let usage = |what: String| {
+            DataFusionError::Plan(format!(
+                "{EXPIRE_SNAPSHOTS_FUNCTION}: {what}; it takes the table's name as a string, \
+                 then optionally retain_max, retain_min (numbers), older_than (a timestamp \
+                 such as '2025-01-01 12:00:00', UTC) and max_deletes (a number), NULL for the \
+                 table's option: {EXPIRE_SNAPSHOTS_FUNCTION}('db.t', NULL, 2)"
+            ))
+        };
+        let exprs = args.exprs();
+        let Some((
+            Expr::Literal(ScalarValue::Utf8(Some(name)) | ScalarValue::Utf8View(Some(name)), _),
+            rest,
+        )) = exprs.split_first()
+        else {
+            return Err(usage("the first argument is not a table name".to_string()));
+        };
+        if rest.len() > EXPIRE_SNAPSHOTS_ARGUMENTS.len() {
+            return Err(usage(format!("{} arguments are too many", exprs.len())));
+        }
+        let mut expiry = crate::maintenance::expire::Expiry::default();
+        for (at, expr) in rest.iter().enumerate() {
+            let argument = EXPIRE_SNAPSHOTS_ARGUMENTS[at];
+            let Expr::Literal(value, _) = expr else {
+                return Err(usage(format!("{argument} is not a literal")));
+            };
+            if value.is_null() {
+                continue;
+            }
+            let count = || -> DFResult<usize> {
+                let n = value.cast_to(&DataType::Int64).ok().and_then(|v| match v {
+                    ScalarValue::Int64(Some(n)) => usize::try_from(n).ok(),
+                    _ => None,
+                });
+                n.ok_or_else(|| usage(format!("{argument} = {value} is not a whole number")))
+            };
+            match argument {
+                "retain_max" => expiry.retain_max = Some(count()?),
+                "retain_min" => expiry.retain_min = Some(count()?),
+                "max_deletes" => expiry.max_deletes = Some(count()?),
+                _ => {
+                    let ms = value
+                        .cast_to(&DataType::Timestamp(TimeUnit::Millisecond, None))
+                        .ok()
+                        .and_then(|v| match v {
+                            ScalarValue::TimestampMillisecond(Some(ms), _) => {
+                                u64::try_from(ms).ok()
+                            }
+                            _ => None,
+                        })
+                        .ok_or_else(|| usage(format!("older_than = {value} is not a timestamp")))?;
+                    expiry.older_than_ms = Some(ms);
+                }
+            }
+        }
+        let target = resolve(&self.state, &args, EXPIRE_SNAPSHOTS_FUNCTION, name)?;
+        Ok(Arc::new(ExpireSnapshotsTable {
+            target,
+            expiry,
+            schema: Arc::new(Schema::new(vec![
+                Field::new("table", DataType::Utf8, false),
+                Field::new("expired_snapshots", DataType::UInt64, false),
+                Field::new("earliest_snapshot", DataType::Int64, true),
+                Field::new("deleted_data_files", DataType::UInt64, false),
+                Field::new("deleted_manifests", DataType::UInt64, false),
+            ])),
+        }))
+    }
+}
+
+/// Snapshot expiry as a table: planning a scan of it runs it.
+#[derive(Debug)]
+struct ExpireSnapshotsTable {
+    target: Target,
+    expiry: crate::maintenance::expire::Expiry,
+    schema: SchemaRef,
+}
+
+#[async_trait]
+impl TableProvider for ExpireSnapshotsTable {
+    fn schema(&self) -> SchemaRef {
+        Arc::clone(&self.schema)
+    }
+
+    fn table_type(&self) -> TableType {
+        TableType::Temporary
+    }
+
+    async fn scan(
+        &self,
+        _state: &dyn Session,
+        projection: Option<&Vec<usize>>,
+        _filters: &[Expr],
+        _limit: Option<usize>,
+    ) -> DFResult<Arc<dyn ExecutionPlan>> {
+        let identifier = self.target.identifier().await;
+        let table = self
+            .target
+            .catalog
+            .get_table(&identifier)
+            .await
+            .map_err(Error::from)?;
+        let done =
+            crate::maintenance::expire::expire_snapshots(&table, self.expiry.clone()).await?;
+        let count = |n: usize| u64::try_from(n).unwrap_or(u64::MAX);
+        let earliest = match &done {
+            Some(done) => Some(done.earliest),
+            None => table
+                .snapshot_manager()
+                .earliest_snapshot_id()
+                .await
+                .map_err(Error::from)?,
+        };
+        one_row(
+            &self.schema,
+            vec![
+                Arc::new(StringArray::from(vec![identifier.full_name()])),
+                Arc::new(UInt64Array::from(vec![done
+                    .as_ref()
+                    .map_or(0, |d| count(d.snapshots.len()))])),
+                Arc::new(Int64Array::from(vec![earliest])),
+                Arc::new(UInt64Array::from(vec![done
+                    .as_ref()
+                    .map_or(0, |d| count(d.data_files))])),
+                Arc::new(UInt64Array::from(vec![done
+                    .as_ref()
+                    .map_or(0, |d| count(d.manifests))])),
+            ],
+            projection,
+        )
+    }
+}
 
 /// The `lakestream_tier` table function.
 #[derive(Debug)]

@@ -6,6 +6,7 @@ mod docs;
 mod drops;
 mod durability;
 mod embed;
+mod expire;
 mod faults;
 #[cfg(feature = "fluss")]
 mod fluss;

@@ -580,9 +580,10 @@ impl Inner {
     /// Tiers `table`, then compacts an append table's small data files and
     /// the table's manifests when a round left enough of them (Paimon's
     /// `compaction.min.file-num`, `manifest.merge-min-count`; never on a
-    /// `write-only` table). A compaction that fails leaves the table as it
-    /// was, and says
-    /// so after what the tiering did.
+    /// `write-only` table), and expires snapshots beyond Paimon's retention
+    /// options (`snapshot.*`; not on a `write-only` table either). A
+    /// compaction or expiry that fails leaves the table readable, and says so
+    /// after what the tiering did.
     async fn tier(&self, table: &Table) -> Result<TierReport> {
         let report = self
             .root
@@ -610,6 +611,19 @@ impl Inner {
                         report.rows, report.commits, report.position
                     ),
                 });
+            }
+            if !maintenance::write_only(table) {
+                let expiry = maintenance::expire::Expiry::default();
+                if let Err(e) = maintenance::expire::expire_snapshots(table, expiry).await {
+                    return Err(Error::MaintenanceFailed {
+                        table: table.identifier().full_name(),
+                        reason: format!(
+                            "tiering committed {} rows in {} snapshots up to position {}, then \
+                             expiring old snapshots failed (the next round tries again): {e}",
+                            report.rows, report.commits, report.position
+                        ),
+                    });
+                }
             }
         }
         Ok(report)
