@@ -1,6 +1,6 @@
-//! Data-file compaction of append tables: the small files of a partition's
-//! bucket are read and written again as files of Paimon's
-//! `target-file-size`, and a `COMPACT` snapshot replaces them.
+//! Data-file compaction: the small files of a partition's bucket are read
+//! and written again as files of Paimon's `target-file-size`, and a
+//! `COMPACT` snapshot replaces them.
 //!
 //! The snapshot's base manifest list names the manifests of the snapshot it
 //! read, and its delta manifest deletes the old files and adds the new ones,
@@ -11,11 +11,14 @@
 //! so it never deletes a file another commit deleted or replaced, and never
 //! misses a file another commit added.
 //!
-//! Primary-key tables are not compacted here: their files carry sequence
-//! numbers that decide which write of a key wins, and paimon 0.4's writer
-//! cannot keep them (see docs/maintenance.md). Neither are tables with
-//! deletion vectors, row tracking or data evolution, whose files other
-//! files refer to.
+//! A primary-key table's files carry sequence numbers that decide which
+//! write of a key wins, and paimon 0.4's writer gives rewritten rows new
+//! ones, higher than any in the bucket. So a bucket is rewritten whole: its
+//! merged rows (what a read returns: the winning version of each key,
+//! deletes applied) become its only files, and no older row is left for a
+//! rewritten one to win over. Only fixed-bucket tables without a changelog
+//! producer are compacted. Tables with deletion vectors, row tracking or
+//! data evolution, whose files other files refer to, are not.
 //!
 //! Paimon's options: `compaction.min.file-num` (default 5: a bucket is
 //! compacted once it has that many small files), `compaction.max.file-num`
@@ -57,11 +60,17 @@ pub struct DataCompaction {
 pub async fn compact_data_files(table: &Table, when: When) -> Result<Option<DataCompaction>> {
     let options = table.schema().options();
     let core = CoreOptions::new(options);
-    if !table.schema().primary_keys().is_empty()
-        || core.deletion_vectors_enabled()
+    let keyed = !table.schema().primary_keys().is_empty();
+    if core.deletion_vectors_enabled()
         || core.row_tracking_enabled()
         || core.data_evolution_enabled()
     {
+        return Ok(None);
+    }
+    // A primary-key table: fixed buckets only (a dynamic bucket's hash
+    // index would need rewriting too), and no changelog files (a rewrite
+    // would log every row again).
+    if keyed && (core.bucket() <= 0 || !core.changelog_producer().eq_ignore_ascii_case("none")) {
         return Ok(None);
     }
     if when == When::Needed
@@ -94,7 +103,7 @@ pub async fn compact_data_files(table: &Table, when: When) -> Result<Option<Data
     };
     let max_files = count(MAX_FILE_NUM, DEFAULT_MAX_FILE_NUM)?.max(2);
     for _ in 0..ATTEMPTS {
-        match attempt(table, min_files, max_files).await? {
+        match attempt(table, min_files, max_files, keyed).await? {
             Attempt::Nothing => return Ok(None),
             Attempt::Done(report) => return Ok(Some(report)),
             Attempt::Lost => continue,
@@ -115,7 +124,12 @@ enum Attempt {
     Lost,
 }
 
-async fn attempt(table: &Table, min_files: usize, max_files: usize) -> Result<Attempt> {
+async fn attempt(
+    table: &Table,
+    min_files: usize,
+    max_files: usize,
+    keyed: bool,
+) -> Result<Attempt> {
     let snapshots = table.snapshot_manager();
     let Some(latest) = snapshots.get_latest_snapshot().await? else {
         return Ok(Attempt::Nothing);
@@ -127,23 +141,34 @@ async fn attempt(table: &Table, min_files: usize, max_files: usize) -> Result<At
     metas.extend(ManifestList::read(file_io, &path(latest.delta_manifest_list())).await?);
     let (live, _, _) = read_live(table, &latest, &metas).await?;
 
-    // The small files of each partition's bucket, in commit order.
+    // The small files of each partition's bucket, in commit order; of a
+    // primary-key table, every file of a bucket with enough small ones: its
+    // rewrite is the bucket's merged rows, which replace all of its files
+    // (a rewrite of some would give older rows newer sequence numbers).
     let target = CoreOptions::new(table.schema().options()).target_file_size();
     let mut groups: BTreeMap<(Vec<u8>, i32), Vec<Live>> = BTreeMap::new();
     for item in live {
-        if item.entry.file().file_size < target {
+        if keyed || item.entry.file().file_size < target {
             groups
                 .entry((item.entry.partition().to_vec(), item.bucket))
                 .or_default()
                 .push(item);
         }
     }
-    groups.retain(|_, files| files.len() >= min_files);
+    groups.retain(|_, files| {
+        files
+            .iter()
+            .filter(|l| l.entry.file().file_size < target)
+            .count()
+            >= min_files
+    });
     if groups.is_empty() {
         return Ok(Attempt::Nothing);
     }
-    for files in groups.values_mut() {
-        files.truncate(max_files);
+    if !keyed {
+        for files in groups.values_mut() {
+            files.truncate(max_files);
+        }
     }
 
     // Where each bucket's files are, as a scan of the same snapshot says
@@ -178,7 +203,9 @@ async fn attempt(table: &Table, min_files: usize, max_files: usize) -> Result<At
             ));
         };
         let data_files: Vec<DataFileMeta> = files.iter().map(|l| l.entry.file().clone()).collect();
-        old_rows += data_files.iter().map(|f| f.row_count).sum::<i64>();
+        if !keyed {
+            old_rows += data_files.iter().map(|f| f.row_count).sum::<i64>();
+        }
         let group = DataSplit::builder()
             .with_snapshot(latest.id())
             .with_partition(split.partition().clone())
@@ -186,22 +213,30 @@ async fn attempt(table: &Table, min_files: usize, max_files: usize) -> Result<At
             .with_bucket_path(split.bucket_path().to_string())
             .with_total_buckets(split.total_buckets())
             .with_data_files(data_files)
-            .with_raw_convertible(true)
+            // A primary-key bucket's files are merged as a read merges them.
+            .with_raw_convertible(!keyed)
             .build()?;
         // Each bucket on a writer of its own: what it writes is that bucket's.
         let mut write = table.new_write_builder().new_write()?;
         let written = async {
             let mut stream = read.to_arrow(std::slice::from_ref(&group))?;
+            let mut read_rows = 0i64;
             while let Some(batch) = stream.try_next().await? {
                 if batch.num_rows() > 0 {
+                    read_rows += i64::try_from(batch.num_rows()).unwrap_or(i64::MAX);
                     write.write_arrow_batch(&batch).await?;
                 }
             }
-            Ok::<_, Error>(write.prepare_commit().await?)
+            Ok::<_, Error>((read_rows, write.prepare_commit().await?))
         }
         .await;
         let messages = match written {
-            Ok(messages) => messages,
+            Ok((read_rows, messages)) => {
+                if keyed {
+                    old_rows += read_rows;
+                }
+                messages
+            }
             Err(e) => {
                 delete_all(table, &new_files).await;
                 return Err(e);
@@ -233,7 +268,7 @@ async fn attempt(table: &Table, min_files: usize, max_files: usize) -> Result<At
     if new_rows != old_rows {
         delete_all(table, &new_files).await;
         return Err(Error::Internal(format!(
-            "compacting '{}' read {old_rows} rows from its small files but wrote {new_rows}",
+            "compacting '{}' read {old_rows} rows but wrote {new_rows}",
             table.identifier().full_name()
         )));
     }

@@ -10,7 +10,7 @@ use paimon::spec::ManifestList;
 use paimon_lakestream::LakeStreamContext;
 use tempfile::TempDir;
 
-use crate::support::{local_store_options, run};
+use crate::support::local_store_options;
 
 /// A context on a fresh warehouse whose lake-stream tables use the `local`
 /// store, tiering only on request.
@@ -28,12 +28,11 @@ async fn context(dir: &TempDir) -> LakeStreamContext {
 }
 
 /// Every row `sql` returns, its values joined with `|`, sorted.
+///
+/// Boxed, as `run` below: planning futures are large in debug builds, and a
+/// test body awaiting many of them would overflow the test thread's stack.
 async fn rows(ctx: &LakeStreamContext, sql: &str) -> Vec<String> {
-    let batches = ctx
-        .sql(sql)
-        .await
-        .unwrap_or_else(|e| panic!("{sql}: {e}"))
-        .collect()
+    let batches = Box::pin(async { ctx.sql(sql).await?.collect().await })
         .await
         .unwrap_or_else(|e| panic!("{sql}: {e}"));
     let mut out = Vec::new();
@@ -49,6 +48,11 @@ async fn rows(ctx: &LakeStreamContext, sql: &str) -> Vec<String> {
     }
     out.sort();
     out
+}
+
+/// Runs `sql`, boxed (see [`rows`]).
+async fn run(ctx: &LakeStreamContext, sql: &str) {
+    Box::pin(crate::support::run(ctx, sql)).await;
 }
 
 /// The newest snapshot of `default.<table>`: its id, kind, and how many
@@ -292,7 +296,8 @@ async fn tiering_rounds_keep_an_append_tables_data_files_bounded() {
 }
 
 /// `CALL sys.compact` rewrites a plain append table's small files into one,
-/// leaves primary-key tables alone (saying so with NULLs), and two
+/// and a fixed-bucket primary-key table's bucket into its merged rows;
+/// leaves dynamic-bucket tables alone (saying so with NULLs); and two
 /// compactions racing each other and a writer lose, duplicate and
 /// resurrect nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -320,14 +325,42 @@ async fn compact_on_request_and_under_races() {
 
     run(
         &ctx,
-        "CREATE TABLE pk (id BIGINT NOT NULL, v STRING, PRIMARY KEY (id)) WITH ('bucket' = '1')",
+        "CREATE TABLE pk (id BIGINT NOT NULL, v STRING, PRIMARY KEY (id)) \
+         WITH ('bucket' = '1', 'lakestream.enabled' = 'true')",
     )
     .await;
-    run(&ctx, "INSERT INTO pk VALUES (1, 'a')").await;
+    run(&ctx, "INSERT INTO pk VALUES (1, 'a'), (2, 'x')").await;
+    run(&ctx, "CALL sys.lakestream_tier('default.pk')").await;
     run(&ctx, "INSERT INTO pk VALUES (1, 'b')").await;
+    run(&ctx, "DELETE FROM pk WHERE id = 2").await;
+    run(&ctx, "CALL sys.lakestream_tier('default.pk')").await;
+    // A primary-key bucket is rewritten whole, as its merged rows.
     assert_eq!(
         rows(&ctx, "CALL sys.compact('default.pk')").await,
-        vec!["default.pk||||"]
+        vec!["default.pk|3|2|1|1"]
+    );
+    assert_eq!(rows(&ctx, "SELECT * FROM pk").await, vec!["1|b"]);
+    assert_eq!(data_files(&ctx, "pk").await, 1);
+    // Later writes win over the rewritten rows, and deletes stay deleted.
+    run(&ctx, "INSERT INTO pk VALUES (1, 'c'), (3, 'y')").await;
+    run(&ctx, "CALL sys.lakestream_tier('default.pk')").await;
+    assert_eq!(rows(&ctx, "SELECT * FROM pk").await, vec!["1|c", "3|y"]);
+    assert_eq!(rows(&ctx, "SELECT * FROM pk$rt").await, vec!["1|c", "3|y"]);
+    assert_eq!(
+        rows(&ctx, "SELECT * FROM pk VERSION AS OF 2").await,
+        vec!["1|b"]
+    );
+    // Tables it must not rewrite: a dynamic-bucket primary-key table.
+    run(
+        &ctx,
+        "CREATE TABLE dynamic (id BIGINT NOT NULL, v STRING, PRIMARY KEY (id))",
+    )
+    .await;
+    run(&ctx, "INSERT INTO dynamic VALUES (1, 'a')").await;
+    run(&ctx, "INSERT INTO dynamic VALUES (2, 'b')").await;
+    assert_eq!(
+        rows(&ctx, "CALL sys.compact('default.dynamic')").await,
+        vec!["default.dynamic||||"]
     );
 
     // Races: writers, and compactions from two contexts.
