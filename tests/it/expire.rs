@@ -385,7 +385,8 @@ async fn tiering_expires_by_the_tables_options() {
     let f = Fx::new().await;
     f.run(
         "CREATE TABLE e (id INT, v STRING) WITH ('lakestream.enabled' = 'true', \
-         'snapshot.num-retained.min' = '2', 'snapshot.num-retained.max' = '3')",
+         'snapshot.num-retained.min' = '2', 'snapshot.num-retained.max' = '3', \
+         'compaction.min.file-num' = '100')",
     )
     .await;
     f.run(

@@ -57,6 +57,30 @@ async fn tiering() -> Option<&'static Cluster> {
 
 const PATIENCE: Duration = Duration::from_secs(180);
 
+/// Turns the mode of `table` off once Fluss recorded the tiering of what it
+/// holds: a row shows in `t` as soon as Paimon committed it, and Fluss's
+/// lake snapshot, which the count starts from, follows a moment later.
+/// What the statement returned (its notice).
+async fn turn_off_once_tiered(
+    ctx: &paimon_lakestream::LakeStreamContext,
+    table: &str,
+) -> Vec<String> {
+    let sql = format!("ALTER TABLE {table} SET TBLPROPERTIES ('lakestream.enabled' = 'false')");
+    let deadline = std::time::Instant::now() + PATIENCE;
+    loop {
+        match crate::fluss::query(ctx, &sql).await {
+            Ok(batches) => return lines(&batches),
+            Err(e)
+                if e.to_string().contains("not yet tiered")
+                    && std::time::Instant::now() < deadline =>
+            {
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+            Err(e) => panic!("{sql}: {e}"),
+        }
+    }
+}
+
 /// The Fluss table's property `key`, `None` when the table does not exist.
 async fn fluss_property(cluster: &Cluster, table: &str, key: &str) -> Option<Option<String>> {
     let connection = cluster.connection().await;
@@ -144,13 +168,7 @@ async fn turning_off_stops_fluss_tiering_the_table() {
     run(&ctx, "INSERT INTO fl_stop VALUES (1, 'fluss-old')").await;
     eventually(&ctx, "SELECT k, v FROM fl_stop", &["1|fluss-old"], PATIENCE).await;
     // Tiered: turning off is no longer refused...
-    let notice = lines(
-        &run(
-            &ctx,
-            "ALTER TABLE fl_stop SET TBLPROPERTIES ('lakestream.enabled' = 'false')",
-        )
-        .await,
-    );
+    let notice = turn_off_once_tiered(&ctx, "fl_stop").await;
     assert_eq!(notice.len(), 1, "{notice:?}");
     assert!(notice[0].contains("no longer tiers"), "{notice:?}");
     // ...and Fluss no longer tiers the table.
@@ -217,11 +235,7 @@ async fn turning_on_over_rows_fluss_got_after_off_is_refused_once_paimon_has_new
         .sql("INSERT INTO fl_late VALUES (1, 'fluss-old')")
         .await
         .expect("plan the write");
-    run(
-        &ctx,
-        "ALTER TABLE fl_late SET TBLPROPERTIES ('lakestream.enabled' = 'false')",
-    )
-    .await;
+    turn_off_once_tiered(&ctx, "fl_late").await;
     let error = late
         .collect()
         .await
@@ -312,11 +326,7 @@ async fn dropping_a_table_whose_mode_is_off_drops_its_fluss_table() {
     run(&ctx, create).await;
     run(&ctx, "INSERT INTO fl_drop VALUES (1, 'old')").await;
     eventually(&ctx, "SELECT k, v FROM fl_drop", &["1|old"], PATIENCE).await;
-    run(
-        &ctx,
-        "ALTER TABLE fl_drop SET TBLPROPERTIES ('lakestream.enabled' = 'false')",
-    )
-    .await;
+    turn_off_once_tiered(&ctx, "fl_drop").await;
     run(&ctx, "DROP TABLE fl_drop").await;
     assert!(
         !fluss_table_exists(cluster, "fl_drop").await,
