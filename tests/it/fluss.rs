@@ -316,6 +316,15 @@ async fn conformance_fluss() {
     crate::slt::conformance(Arc::new(FlussHarness::on(cluster))).await;
 }
 
+/// Held by each test that starts a cluster of several tablet servers of its
+/// own and kills them: on a 2-core machine, two of them at once (with the
+/// shared clusters' tests beside them) starve the servers' JVMs until leader
+/// elections take longer than the client's timeouts.
+pub(crate) async fn heavy() -> tokio::sync::MutexGuard<'static, ()> {
+    static HEAVY: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+    HEAVY.lock().await
+}
+
 pub(crate) async fn query(
     ctx: &LakeStreamContext,
     sql: &str,

@@ -150,6 +150,7 @@ async fn missing(ctx: &LakeStreamContext, acked: &[BTreeSet<i32>; 2]) -> Vec<Vec
 /// each table's bucket, restarted with its data, loses no acknowledged row.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn replicated_tables_keep_acknowledged_writes_across_a_leader_crash() {
+    let _heavy = crate::fluss::heavy().await;
     let (cluster, _warehouse, ctx) = tables("crash-replicated", 3, ZK_SESSION).await;
     let mut acked = [BTreeSet::new(), BTreeSet::new()];
     write(&ctx, 1..=60, &mut acked).await;
@@ -181,6 +182,7 @@ async fn replicated_tables_keep_acknowledged_writes_across_a_leader_crash() {
 /// after the restart. docs/fluss.md states it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_replica_loses_at_most_the_writes_since_the_last_checkpoint() {
+    let _heavy = crate::fluss::heavy().await;
     let (cluster, _warehouse, ctx) = tables("crash-single", 1, ZK_SESSION).await;
     let mut acked = [BTreeSet::new(), BTreeSet::new()];
     write(&ctx, 1..=40, &mut acked).await;
@@ -242,6 +244,7 @@ async fn tablets_up(cluster: &Cluster) -> usize {
 /// restart again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_drop_waits_until_every_replica_is_up() {
+    let _heavy = crate::fluss::heavy().await;
     let (cluster, _warehouse, ctx) = tables("drop-down", 3, ZK_SESSION).await;
     let mut acked = [BTreeSet::new(), BTreeSet::new()];
     write(&ctx, 1..=5, &mut acked).await;

@@ -299,6 +299,7 @@ fn drain(record: &mut Record, lines: &Receiver<(usize, String)>) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fluss_history() {
+    let _heavy = crate::fluss::heavy().await;
     let seed: u64 = std::env::var("LAKESTREAM_FLUSS_HISTORY_SEED")
         .ok()
         .and_then(|s| s.parse().ok())
