@@ -227,6 +227,7 @@ async fn attempt(table: &Table, when: When, min_count: usize) -> Result<Attempt>
     let (snapshot_id, published) = publish(
         table,
         &latest,
+        latest.schema_id(),
         base,
         delta,
         "compact-manifest-before-publish",
@@ -245,13 +246,15 @@ async fn attempt(table: &Table, when: When, min_count: usize) -> Result<Attempt>
     }))
 }
 
-/// Publishes a `COMPACT` snapshot with manifest lists `base` and `delta` as
-/// the successor of `latest`, the way paimon publishes its own; its id, and
-/// `false` when another commit published that successor first. The
+/// Publishes a `COMPACT` snapshot of schema `schema_id` with manifest lists
+/// `base` and `delta` as the successor of `latest`, the way paimon publishes
+/// its own; its id, and `false` when another commit published that
+/// successor first. The
 /// failpoints name the crash tests' points before and after.
 pub(crate) async fn publish(
     table: &Table,
     latest: &Snapshot,
+    schema_id: i64,
     base: String,
     delta: String,
     before: &str,
@@ -261,7 +264,7 @@ pub(crate) async fn publish(
         .version(3)
         .uuid(Some(uuid::Uuid::new_v4().to_string()))
         .id(latest.id() + 1)
-        .schema_id(latest.schema_id())
+        .schema_id(schema_id)
         .base_manifest_list(base)
         .delta_manifest_list(delta)
         .commit_user(MAINTENANCE_USER.to_string())

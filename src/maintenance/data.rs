@@ -98,6 +98,19 @@ pub async fn compact_data_files(table: &Table, when: When) -> Result<Option<Data
             Attempt::Nothing => return Ok(None),
             Attempt::Done(report) => return Ok(Some(report)),
             Attempt::Lost => continue,
+            // After a tiering round the next round, with the table loaded
+            // again, compacts; on request the caller is told.
+            Attempt::Stale(_) if when == When::Needed => return Ok(None),
+            Attempt::Stale(newest) => {
+                return Err(Error::MaintenanceFailed {
+                    table: table.identifier().full_name(),
+                    reason: format!(
+                        "its schema changed (to schema {newest}) since it was loaded with schema \
+                         {}; nothing was compacted, run it again",
+                        table.schema().id()
+                    ),
+                })
+            }
         }
     }
     Err(Error::MaintenanceFailed {
@@ -113,6 +126,9 @@ enum Attempt {
     Nothing,
     Done(DataCompaction),
     Lost,
+    /// The table has a newer schema than `table` was loaded with: the
+    /// newest schema's id.
+    Stale(i64),
 }
 
 async fn attempt(table: &Table, min_files: usize, max_files: usize) -> Result<Attempt> {
@@ -120,6 +136,15 @@ async fn attempt(table: &Table, min_files: usize, max_files: usize) -> Result<At
     let Some(latest) = snapshots.get_latest_snapshot().await? else {
         return Ok(Attempt::Nothing);
     };
+    // The files are read and written again through `table`'s schema: one
+    // loaded before an `ALTER TABLE` would drop the columns files of a newer
+    // schema hold. Read after the snapshot, the newest schema is at least
+    // that of every file the snapshot names.
+    if let Some(newest) = table.schema_manager().latest().await? {
+        if newest.id() != table.schema().id() {
+            return Ok(Attempt::Stale(newest.id()));
+        }
+    }
     let file_io = table.file_io();
     let manifest_dir = snapshots.manifest_dir();
     let path = |name: &str| format!("{manifest_dir}/{name}");
@@ -317,6 +342,8 @@ async fn attempt(table: &Table, min_files: usize, max_files: usize) -> Result<At
     let (snapshot_id, published) = publish(
         table,
         &latest,
+        // The new files' schema, as Paimon's commits name the table's.
+        latest.schema_id().max(table.schema().id()),
         base,
         delta,
         "compact-data-before-publish",
