@@ -105,8 +105,9 @@ pub async fn compact_data_files(table: &Table, when: When) -> Result<Option<Data
                 return Err(Error::MaintenanceFailed {
                     table: table.identifier().full_name(),
                     reason: format!(
-                        "its schema changed (to schema {newest}) since it was loaded with schema \
-                         {}; nothing was compacted, run it again",
+                        "its schema changed since it was loaded (its files are of schema \
+                         {newest}, the table was loaded with schema {}); nothing was compacted, \
+                         run it again",
                         table.schema().id()
                     ),
                 })
@@ -126,8 +127,8 @@ enum Attempt {
     Nothing,
     Done(DataCompaction),
     Lost,
-    /// The table has a newer schema than `table` was loaded with: the
-    /// newest schema's id.
+    /// Files of a newer schema than `table` was loaded with: the newest
+    /// schema's id.
     Stale(i64),
 }
 
@@ -136,21 +137,24 @@ async fn attempt(table: &Table, min_files: usize, max_files: usize) -> Result<At
     let Some(latest) = snapshots.get_latest_snapshot().await? else {
         return Ok(Attempt::Nothing);
     };
-    // The files are read and written again through `table`'s schema: one
-    // loaded before an `ALTER TABLE` would drop the columns files of a newer
-    // schema hold. Read after the snapshot, the newest schema is at least
-    // that of every file the snapshot names.
-    if let Some(newest) = table.schema_manager().latest().await? {
-        if newest.id() != table.schema().id() {
-            return Ok(Attempt::Stale(newest.id()));
-        }
-    }
     let file_io = table.file_io();
     let manifest_dir = snapshots.manifest_dir();
     let path = |name: &str| format!("{manifest_dir}/{name}");
     let mut metas = ManifestList::read(file_io, &path(latest.base_manifest_list())).await?;
     metas.extend(ManifestList::read(file_io, &path(latest.delta_manifest_list())).await?);
     let (live, _, _) = read_live(table, &latest, &metas).await?;
+    // The files are read and written again through `table`'s schema: one
+    // loaded before an `ALTER TABLE` would drop the columns that files of a
+    // newer schema hold.
+    let newest = live
+        .iter()
+        .map(|l| l.entry.file().schema_id)
+        .chain([latest.schema_id()])
+        .max()
+        .unwrap_or_default();
+    if newest > table.schema().id() {
+        return Ok(Attempt::Stale(newest));
+    }
 
     // The small files of each partition's bucket, in commit order.
     let target = CoreOptions::new(table.schema().options()).target_file_size();
