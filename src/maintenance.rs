@@ -227,6 +227,7 @@ async fn attempt(table: &Table, when: When, min_count: usize) -> Result<Attempt>
     let (snapshot_id, published) = publish(
         table,
         &latest,
+        latest.schema_id(),
         base,
         delta,
         "compact-manifest-before-publish",
@@ -245,13 +246,15 @@ async fn attempt(table: &Table, when: When, min_count: usize) -> Result<Attempt>
     }))
 }
 
-/// Publishes a `COMPACT` snapshot with manifest lists `base` and `delta` as
-/// the successor of `latest`, the way paimon publishes its own; its id, and
-/// `false` when another commit published that successor first. The
+/// Publishes a `COMPACT` snapshot of schema `schema_id` with manifest lists
+/// `base` and `delta` as the successor of `latest`, the way paimon publishes
+/// its own; its id, and `false` when another commit published that
+/// successor first. The
 /// failpoints name the crash tests' points before and after.
 pub(crate) async fn publish(
     table: &Table,
     latest: &Snapshot,
+    schema_id: i64,
     base: String,
     delta: String,
     before: &str,
@@ -261,7 +264,7 @@ pub(crate) async fn publish(
         .version(3)
         .uuid(Some(uuid::Uuid::new_v4().to_string()))
         .id(latest.id() + 1)
-        .schema_id(latest.schema_id())
+        .schema_id(schema_id)
         .base_manifest_list(base)
         .delta_manifest_list(delta)
         .commit_user(MAINTENANCE_USER.to_string())
@@ -275,18 +278,93 @@ pub(crate) async fn publish(
         .statistics(latest.statistics().map(str::to_string))
         .next_row_id(latest.next_row_id())
         .build();
-    let publisher: Arc<dyn SnapshotCommit> = match table.rest_env() {
-        Some(env) => env.snapshot_commit(),
-        None => Arc::new(RenamingSnapshotCommit::new(table.snapshot_manager())),
+    let snapshots = table.snapshot_manager().with_branch(table.branch());
+    let local = match table.rest_env() {
+        Some(_) => None,
+        None => local_file(&snapshots.snapshot_path(snapshot.id())),
     };
     crate::store::local::failpoint(before);
     // Once publication starts its outcome may be unknown: on an error the
     // files stay, as paimon's own commit leaves them.
-    let published = publisher
-        .commit(latest.uuid(), &snapshot, table.branch(), &[])
-        .await?;
+    let created = match local {
+        Some(file) => {
+            let json = serde_json::to_vec(&snapshot)
+                .map_err(|e| Error::Internal(format!("cannot write a snapshot: {e}")))?;
+            create_if_absent(file, json).await?
+        }
+        None => None,
+    };
+    let published = match created {
+        Some(published) => {
+            if published {
+                // Best effort, as paimon's commit writes it.
+                let _ = snapshots.write_latest_hint(snapshot.id()).await;
+            }
+            published
+        }
+        None => {
+            let publisher: Arc<dyn SnapshotCommit> = match table.rest_env() {
+                Some(env) => env.snapshot_commit(),
+                None => Arc::new(RenamingSnapshotCommit::new(table.snapshot_manager())),
+            };
+            publisher
+                .commit(latest.uuid(), &snapshot, table.branch(), &[])
+                .await?
+        }
+    };
     crate::store::local::failpoint(after);
     Ok((snapshot.id(), published))
+}
+
+/// The file on local disk that `path` names, if it names one.
+fn local_file(path: &str) -> Option<std::path::PathBuf> {
+    let rest = path
+        .strip_prefix("file://")
+        .or_else(|| path.strip_prefix("file:"))
+        .unwrap_or(path);
+    (rest.starts_with('/') && !rest.contains("://")).then(|| std::path::PathBuf::from(rest))
+}
+
+/// Creates `file` holding `bytes` unless it exists, atomically: written
+/// aside, then hard-linked under its name, which fails when the name is
+/// taken. paimon 0.4's file-system commit checks that the snapshot file is
+/// absent and then renames over it, so a compaction published that way
+/// could replace a snapshot another commit created in between (and undo
+/// its rows); with this it loses instead. `None`: the file system cannot
+/// link, use paimon's commit.
+async fn create_if_absent(file: std::path::PathBuf, bytes: Vec<u8>) -> Result<Option<bool>> {
+    tokio::task::spawn_blocking(move || {
+        use std::io::Write as _;
+        let name = file
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let temp = file.with_file_name(format!(".{name}.{}.tmp", uuid::Uuid::new_v4()));
+        let written = (|| {
+            let mut out = std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(&temp)?;
+            out.write_all(&bytes)?;
+            out.sync_all()
+        })();
+        if let Err(e) = written {
+            let _ = std::fs::remove_file(&temp);
+            return Err(Error::Internal(format!(
+                "cannot write the snapshot file '{}': {e}",
+                temp.display()
+            )));
+        }
+        let linked = std::fs::hard_link(&temp, &file);
+        let _ = std::fs::remove_file(&temp);
+        match linked {
+            Ok(()) => Ok(Some(true)),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(Some(false)),
+            Err(_) => Ok(None),
+        }
+    })
+    .await
+    .map_err(|e| Error::Internal(format!("publishing a snapshot: {e}")))?
 }
 
 /// The live entries of `latest` (whose manifests are `metas`), in commit

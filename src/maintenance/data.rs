@@ -107,6 +107,20 @@ pub async fn compact_data_files(table: &Table, when: When) -> Result<Option<Data
             Attempt::Nothing => return Ok(None),
             Attempt::Done(report) => return Ok(Some(report)),
             Attempt::Lost => continue,
+            // After a tiering round the next round, with the table loaded
+            // again, compacts; on request the caller is told.
+            Attempt::Stale(_) if when == When::Needed => return Ok(None),
+            Attempt::Stale(newest) => {
+                return Err(Error::MaintenanceFailed {
+                    table: table.identifier().full_name(),
+                    reason: format!(
+                        "its schema changed since it was loaded (its files are of schema \
+                         {newest}, the table was loaded with schema {}); nothing was compacted, \
+                         run it again",
+                        table.schema().id()
+                    ),
+                })
+            }
         }
     }
     Err(Error::MaintenanceFailed {
@@ -122,6 +136,9 @@ enum Attempt {
     Nothing,
     Done(DataCompaction),
     Lost,
+    /// Files of a newer schema than `table` was loaded with: the newest
+    /// schema's id.
+    Stale(i64),
 }
 
 async fn attempt(
@@ -140,6 +157,18 @@ async fn attempt(
     let mut metas = ManifestList::read(file_io, &path(latest.base_manifest_list())).await?;
     metas.extend(ManifestList::read(file_io, &path(latest.delta_manifest_list())).await?);
     let (live, _, _) = read_live(table, &latest, &metas).await?;
+    // The files are read and written again through `table`'s schema: one
+    // loaded before an `ALTER TABLE` would drop the columns that files of a
+    // newer schema hold.
+    let newest = live
+        .iter()
+        .map(|l| l.entry.file().schema_id)
+        .chain([latest.schema_id()])
+        .max()
+        .unwrap_or_default();
+    if newest > table.schema().id() {
+        return Ok(Attempt::Stale(newest));
+    }
 
     // The small files of each partition's bucket, in commit order; of a
     // primary-key table, every file of a bucket with enough small ones: its
@@ -352,6 +381,8 @@ async fn attempt(
     let (snapshot_id, published) = publish(
         table,
         &latest,
+        // The new files' schema, as Paimon's commits name the table's.
+        latest.schema_id().max(table.schema().id()),
         base,
         delta,
         "compact-data-before-publish",

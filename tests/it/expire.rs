@@ -402,6 +402,8 @@ async fn tiering_expires_by_the_tables_options() {
             f.tier(t).await;
         }
     }
+    // Six tiering commits (data-file compaction is off for `e`): the newest
+    // three.
     assert_eq!(f.ids("e").await, vec![4, 5, 6]);
     assert_eq!(f.ids("w").await, (1..=6).collect::<Vec<_>>());
     exactly_the_referenced_files(&f.table("e").await).await;
