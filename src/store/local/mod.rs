@@ -597,11 +597,16 @@ impl Inner {
             )
             .await?;
         if report.commits > 0 {
-            let maintained = async {
-                maintenance::compact_data_files(table, maintenance::When::Needed).await?;
-                maintenance::compact_manifests(table, maintenance::When::Needed).await
-            }
-            .await;
+            let maintained = self
+                .root
+                .table(table.identifier())
+                // Boxed: maintenance futures are large, and a caller's stack
+                // in a debug build is not.
+                .with_tiering_lock(Box::pin(async {
+                    maintenance::compact_data_files(table, maintenance::When::Needed).await?;
+                    maintenance::compact_manifests(table, maintenance::When::Needed).await
+                }))
+                .await;
             if let Err(e) = maintained {
                 return Err(Error::MaintenanceFailed {
                     table: table.identifier().full_name(),
@@ -614,7 +619,14 @@ impl Inner {
             }
             if !maintenance::write_only(table) {
                 let expiry = maintenance::expire::Expiry::default();
-                if let Err(e) = maintenance::expire::expire_snapshots(table, expiry).await {
+                let expired = self
+                    .root
+                    .table(table.identifier())
+                    .with_tiering_lock(Box::pin(maintenance::expire::expire_snapshots(
+                        table, expiry,
+                    )))
+                    .await;
+                if let Err(e) = expired {
                     return Err(Error::MaintenanceFailed {
                         table: table.identifier().full_name(),
                         reason: format!(

@@ -1212,6 +1212,18 @@ impl TableState {
 
     // ---------------------------------------------------------------- tiering
 
+    /// Runs `work` holding the table's tiering locks (this process's and,
+    /// on a local disk, every process's): maintenance after a tiering round
+    /// runs under them, so no tiering commit of this table races it.
+    pub(crate) async fn with_tiering_lock<T>(
+        &self,
+        work: impl std::future::Future<Output = Result<T>>,
+    ) -> Result<T> {
+        let _in_process = self.tiering.lock().await;
+        let _across_processes = self.root.lock_tiering(&self.dir).await?;
+        work.await
+    }
+
     /// Moves the store's rows into Paimon, `max_rows` rows per commit at most,
     /// until the store holds nothing Paimon lacks (as of the call).
     pub(crate) async fn tier(
