@@ -30,8 +30,8 @@ use crate::planner::PlannerState;
 use crate::store::{builtin_registry, StoreRegistry};
 use crate::table::{
     ExpireSnapshotsFunction, Maintenance, MaintenanceFunction, PaimonTableFactory,
-    SetAsideFunction, TierFunction, EXPIRE_SNAPSHOTS_FUNCTION, PAIMON_FORMAT, SET_ASIDE_FUNCTION,
-    TIER_FUNCTION,
+    RemoveOrphanFilesFunction, SetAsideFunction, TierFunction, EXPIRE_SNAPSHOTS_FUNCTION,
+    PAIMON_FORMAT, REMOVE_ORPHAN_FILES_FUNCTION, SET_ASIDE_FUNCTION, TIER_FUNCTION,
 };
 
 /// The lake-stream hooks of one DataFusion session, and its lake-stream catalogs.
@@ -93,6 +93,10 @@ impl LakeStreamExtension {
         ctx.register_udtf(
             EXPIRE_SNAPSHOTS_FUNCTION,
             Arc::new(ExpireSnapshotsFunction::new(Arc::clone(&state))),
+        );
+        ctx.register_udtf(
+            REMOVE_ORPHAN_FILES_FUNCTION,
+            Arc::new(RemoveOrphanFilesFunction::new(Arc::clone(&state))),
         );
         let session_state = ctx.state_ref();
         let mut session_state = session_state.write();

@@ -18,9 +18,11 @@
 //! the file system's create-if-absent), against the snapshot it read: if
 //! another commit won, the new files are deleted and it starts again from the
 //! newer snapshot. Files the older snapshots name stay: removing them is
-//! snapshot expiry's business ([`expire`]).
+//! snapshot expiry's business ([`expire`]). Files a crash left that no
+//! snapshot references are removed on request ([`orphans`]).
 
 pub mod expire;
+pub mod orphans;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;

@@ -93,7 +93,7 @@ const DEFAULT_TIME_RETAINED: Duration = Duration::from_secs(3600);
 const DEFAULT_EXPIRE_LIMIT: usize = 10;
 
 /// Directories of a table that hold no data, index or statistics file.
-const METADATA_DIRS: &[&str] = &[
+pub(crate) const METADATA_DIRS: &[&str] = &[
     "snapshot",
     "schema",
     "tag",
@@ -311,27 +311,7 @@ pub async fn expire_snapshots(table: &Table, request: Expiry) -> Result<Option<E
             Err(e) => return Err(e.into()),
         }
     }
-    retained.extend(
-        table
-            .tag_manager()
-            .list_all()
-            .await?
-            .into_iter()
-            .map(|t| t.1),
-    );
-    let branches = BranchManager::new(file_io.clone(), table.location().to_string());
-    for branch in branches.list_all().await? {
-        retained.extend(snapshots.with_branch(&branch).list_all().await?);
-        retained.extend(
-            table
-                .tag_manager()
-                .with_branch(&branch)
-                .list_all()
-                .await?
-                .into_iter()
-                .map(|t| t.1),
-        );
-    }
+    retained.extend(tags_and_branches(table).await?);
     let mut keep = Files::default();
     for snapshot in &retained {
         collect(table, snapshot, &mut keep, true).await?;
@@ -403,18 +383,47 @@ pub async fn expire_snapshots(table: &Table, request: Expiry) -> Result<Option<E
     Ok(Some(report))
 }
 
+/// The snapshots of every tag of the table, of every branch, and of every
+/// branch's tags: what expiry keeps whatever its options, and what orphan
+/// file removal counts as referenced. (Branches share the table's manifest
+/// and data directories.)
+pub(crate) async fn tags_and_branches(table: &Table) -> Result<Vec<Snapshot>> {
+    let snapshots = table.snapshot_manager();
+    let mut found: Vec<Snapshot> = table
+        .tag_manager()
+        .list_all()
+        .await?
+        .into_iter()
+        .map(|t| t.1)
+        .collect();
+    let branches = BranchManager::new(table.file_io().clone(), table.location().to_string());
+    for branch in branches.list_all().await? {
+        found.extend(snapshots.with_branch(&branch).list_all().await?);
+        found.extend(
+            table
+                .tag_manager()
+                .with_branch(&branch)
+                .list_all()
+                .await?
+                .into_iter()
+                .map(|t| t.1),
+        );
+    }
+    Ok(found)
+}
+
 /// File names a set of snapshots references.
 #[derive(Default)]
-struct Files {
+pub(crate) struct Files {
     /// Manifest lists (in the manifest directory).
-    lists: BTreeSet<String>,
+    pub(crate) lists: BTreeSet<String>,
     /// Manifests and index manifests (in the manifest directory).
-    manifests: BTreeSet<String>,
+    pub(crate) manifests: BTreeSet<String>,
     /// Data files, their extra files, index files and statistics files, by
     /// name (found by listing the table's directories).
-    files: BTreeSet<String>,
+    pub(crate) files: BTreeSet<String>,
     /// Files by full path (`_EXTERNAL_PATH`).
-    external: BTreeSet<String>,
+    pub(crate) external: BTreeSet<String>,
     /// Manifests already read.
     read: HashSet<String>,
 }
@@ -422,7 +431,7 @@ struct Files {
 /// Adds what `snapshot` references to `files`. `strict`: a file that cannot
 /// be found is an error (a retained snapshot); otherwise it is skipped (an
 /// expired snapshot a crashed run half deleted).
-async fn collect(
+pub(crate) async fn collect(
     table: &Table,
     snapshot: &Snapshot,
     files: &mut Files,
@@ -507,7 +516,7 @@ fn is_tiering(snapshot: &Snapshot) -> bool {
 }
 
 /// Deletes `path`; one already gone is fine (a crashed run deleted it).
-async fn delete(table: &Table, path: &str) -> Result<()> {
+pub(crate) async fn delete(table: &Table, path: &str) -> Result<()> {
     let file_io = table.file_io();
     match file_io.delete_file(path).await {
         Ok(()) => Ok(()),

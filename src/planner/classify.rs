@@ -328,14 +328,16 @@ impl Kind {
                 Some("CALL sys.lakestream_tier('default.{t}')"),
             ),
             Kind::Maintenance => (
-                "`CALL sys.compact_manifest`, `CALL sys.compact`, `CALL sys.expire_snapshots`",
+                "`CALL sys.compact_manifest`, `CALL sys.compact`, `CALL sys.expire_snapshots`, \
+                 `CALL sys.remove_orphan_files`",
                 H::Allowed,
                 E::None,
                 "rewrites the newest snapshot's manifests, or an append table's small data \
                  files, into fewer, as a `COMPACT` snapshot that changes no row; expires the \
                  oldest snapshots beyond Paimon's `snapshot.*` retention options, never the \
-                 latest, a tagged one's files, or the store's newest tiering commit (any Paimon \
-                 table of the catalog; see docs/maintenance.md)",
+                 latest, a tagged one's files, or the store's newest tiering commit; deletes \
+                 files no snapshot, tag or branch references once older than `older_than`, a \
+                 day by default (any Paimon table of the catalog; see docs/maintenance.md)",
                 Some("CALL sys.compact_manifest('default.{t}')"),
             ),
             Kind::Rollback => (
@@ -386,7 +388,7 @@ impl Kind {
                 E::Filter,
                 "this crate does not know what the procedure would do to the store's rows. \
                  Turn the mode off first",
-                Some("CALL sys.remove_orphan_files(table => 'default.{t}')"),
+                Some("CALL sys.migrate_table(source_type => 'hive', table => 'default.{t}')"),
             ),
             Kind::Session => (
                 "`SET`, `RESET`",
@@ -538,7 +540,10 @@ const STORE_PROCEDURES: &[&str] = &[
     crate::table::TIER_FUNCTION,
     crate::table::SET_ASIDE_FUNCTION,
 ];
-const MAINTENANCE_PROCEDURES: &[&str] = &[crate::table::EXPIRE_SNAPSHOTS_FUNCTION];
+const MAINTENANCE_PROCEDURES: &[&str] = &[
+    crate::table::EXPIRE_SNAPSHOTS_FUNCTION,
+    crate::table::REMOVE_ORPHAN_FILES_FUNCTION,
+];
 const ROLLBACK_PROCEDURES: &[&str] = &["rollback_to", "rollback_to_timestamp"];
 const TAG_PROCEDURES: &[&str] = &[
     "create_tag",

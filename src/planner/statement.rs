@@ -525,6 +525,7 @@ fn procedure_call(function: &Function, default_schema: &str) -> Result<Option<St
         crate::table::TIER_FUNCTION,
         crate::table::SET_ASIDE_FUNCTION,
         crate::table::EXPIRE_SNAPSHOTS_FUNCTION,
+        crate::table::REMOVE_ORPHAN_FILES_FUNCTION,
     ]
     .into_iter()
     .chain(crate::table::Maintenance::ALL.map(crate::table::Maintenance::name))
@@ -545,11 +546,18 @@ fn procedure_call(function: &Function, default_schema: &str) -> Result<Option<St
             }
         }
     }
-    // Paimon's named arguments of `expire_snapshots` become positional ones,
-    // in the table function's order, NULL where not given.
-    if procedure == crate::table::EXPIRE_SNAPSHOTS_FUNCTION {
+    // Paimon's named arguments of `expire_snapshots` and
+    // `remove_orphan_files` become positional ones, in the table function's
+    // order, NULL where not given.
+    let named = match procedure {
+        crate::table::EXPIRE_SNAPSHOTS_FUNCTION => Some(crate::table::EXPIRE_SNAPSHOTS_ARGUMENTS),
+        crate::table::REMOVE_ORPHAN_FILES_FUNCTION => {
+            Some(crate::table::REMOVE_ORPHAN_FILES_ARGUMENTS)
+        }
+        _ => None,
+    };
+    if let Some(names) = named {
         if let FunctionArguments::List(list) = &mut args {
-            let names = crate::table::EXPIRE_SNAPSHOTS_ARGUMENTS;
             let mut positional: Vec<Option<FunctionArg>> = vec![None; names.len() + 1];
             let mut next = 0;
             for arg in list.args.drain(..) {

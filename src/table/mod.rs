@@ -9,7 +9,8 @@ mod write;
 pub(crate) use factory::{PaimonTableFactory, PAIMON_FORMAT};
 pub(crate) use realtime::RealtimeTable;
 pub(crate) use tier::{
-    ExpireSnapshotsFunction, Maintenance, MaintenanceFunction, SetAsideFunction, TierFunction,
-    EXPIRE_SNAPSHOTS_ARGUMENTS, EXPIRE_SNAPSHOTS_FUNCTION, SET_ASIDE_FUNCTION, TIER_FUNCTION,
+    ExpireSnapshotsFunction, Maintenance, MaintenanceFunction, RemoveOrphanFilesFunction,
+    SetAsideFunction, TierFunction, EXPIRE_SNAPSHOTS_ARGUMENTS, EXPIRE_SNAPSHOTS_FUNCTION,
+    REMOVE_ORPHAN_FILES_ARGUMENTS, REMOVE_ORPHAN_FILES_FUNCTION, SET_ASIDE_FUNCTION, TIER_FUNCTION,
 };
 pub(crate) use write::{RowChange, StoreWriteTable};

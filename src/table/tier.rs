@@ -17,6 +17,12 @@
 //! ([`crate::maintenance::expire`]); an argument left out or NULL is the
 //! table's option. `CALL sys.expire_snapshots('db.t', retain_min => 2)`
 //! takes Paimon's named arguments.
+//!
+//! `remove_orphan_files('db.t'[, older_than, dry_run])`: deletes the files
+//! of the table's directory that nothing references, once older than
+//! `older_than` (one day ago when left out or NULL;
+//! [`crate::maintenance::orphans`]). `CALL sys.remove_orphan_files(table =>
+//! 'db.t', older_than => '2025-01-01 12:00:00')` too.
 
 use std::sync::Arc;
 
@@ -106,15 +112,7 @@ impl TableFunctionImpl for ExpireSnapshotsFunction {
                 "retain_min" => expiry.retain_min = Some(count()?),
                 "max_deletes" => expiry.max_deletes = Some(count()?),
                 _ => {
-                    let ms = value
-                        .cast_to(&DataType::Timestamp(TimeUnit::Millisecond, None))
-                        .ok()
-                        .and_then(|v| match v {
-                            ScalarValue::TimestampMillisecond(Some(ms), _) => {
-                                u64::try_from(ms).ok()
-                            }
-                            _ => None,
-                        })
+                    let ms = timestamp_ms(value)
                         .ok_or_else(|| usage(format!("older_than = {value} is not a timestamp")))?;
                     expiry.older_than_ms = Some(ms);
                 }
@@ -192,6 +190,155 @@ impl TableProvider for ExpireSnapshotsTable {
                 Arc::new(UInt64Array::from(vec![done
                     .as_ref()
                     .map_or(0, |d| count(d.manifests))])),
+            ],
+            projection,
+        )
+    }
+}
+
+/// A timestamp argument (`'2025-01-01 12:00:00'`, read as UTC) in
+/// milliseconds since the epoch.
+fn timestamp_ms(value: &ScalarValue) -> Option<u64> {
+    match value
+        .cast_to(&DataType::Timestamp(TimeUnit::Millisecond, None))
+        .ok()?
+    {
+        ScalarValue::TimestampMillisecond(Some(ms), _) => u64::try_from(ms).ok(),
+        _ => None,
+    }
+}
+
+/// The name of the orphan file removal function (Paimon's procedure name).
+pub(crate) const REMOVE_ORPHAN_FILES_FUNCTION: &str = "remove_orphan_files";
+/// Its arguments after the table, in order (Paimon's names).
+pub(crate) const REMOVE_ORPHAN_FILES_ARGUMENTS: &[&str] = &["older_than", "dry_run"];
+
+/// The `remove_orphan_files` table function.
+#[derive(Debug)]
+pub(crate) struct RemoveOrphanFilesFunction {
+    state: Arc<PlannerState>,
+}
+
+impl RemoveOrphanFilesFunction {
+    pub(crate) fn new(state: Arc<PlannerState>) -> Self {
+        Self { state }
+    }
+}
+
+impl TableFunctionImpl for RemoveOrphanFilesFunction {
+    fn call_with_args(&self, args: TableFunctionArgs) -> DFResult<Arc<dyn TableProvider>> {
+        let function = REMOVE_ORPHAN_FILES_FUNCTION;
+        let usage = |what: String| {
+            DataFusionError::Plan(format!(
+                "{function}: {what}; it takes the table's name as a string, then optionally \
+                 older_than (a timestamp such as '2025-01-01 12:00:00', UTC; NULL for one day \
+                 ago) and dry_run (true or false): {function}('db.t', '2025-01-01 12:00:00')"
+            ))
+        };
+        let exprs = args.exprs();
+        let Some((
+            Expr::Literal(ScalarValue::Utf8(Some(name)) | ScalarValue::Utf8View(Some(name)), _),
+            rest,
+        )) = exprs.split_first()
+        else {
+            return Err(usage("the first argument is not a table name".to_string()));
+        };
+        if rest.len() > REMOVE_ORPHAN_FILES_ARGUMENTS.len() {
+            return Err(usage(format!("{} arguments are too many", exprs.len())));
+        }
+        let mut older_than_ms = None;
+        let mut dry_run = false;
+        for (at, expr) in rest.iter().enumerate() {
+            let argument = REMOVE_ORPHAN_FILES_ARGUMENTS[at];
+            let Expr::Literal(value, _) = expr else {
+                return Err(usage(format!("{argument} is not a literal")));
+            };
+            if value.is_null() {
+                continue;
+            }
+            if argument == "older_than" {
+                older_than_ms =
+                    Some(timestamp_ms(value).ok_or_else(|| {
+                        usage(format!("older_than = {value} is not a timestamp"))
+                    })?);
+            } else {
+                dry_run = match value {
+                    ScalarValue::Boolean(Some(b)) => *b,
+                    ScalarValue::Utf8(Some(text)) | ScalarValue::Utf8View(Some(text))
+                        if text.eq_ignore_ascii_case("true") =>
+                    {
+                        true
+                    }
+                    ScalarValue::Utf8(Some(text)) | ScalarValue::Utf8View(Some(text))
+                        if text.eq_ignore_ascii_case("false") =>
+                    {
+                        false
+                    }
+                    _ => return Err(usage(format!("dry_run = {value} is not true or false"))),
+                };
+            }
+        }
+        let target = resolve(&self.state, &args, function, name)?;
+        Ok(Arc::new(RemoveOrphanFilesTable {
+            target,
+            older_than_ms,
+            dry_run,
+            schema: Arc::new(Schema::new(vec![
+                Field::new("table", DataType::Utf8, false),
+                Field::new("deleted_files", DataType::UInt64, false),
+                Field::new("deleted_bytes", DataType::UInt64, false),
+            ])),
+        }))
+    }
+}
+
+/// Orphan file removal as a table: planning a scan of it runs it.
+#[derive(Debug)]
+struct RemoveOrphanFilesTable {
+    target: Target,
+    older_than_ms: Option<u64>,
+    dry_run: bool,
+    schema: SchemaRef,
+}
+
+#[async_trait]
+impl TableProvider for RemoveOrphanFilesTable {
+    fn schema(&self) -> SchemaRef {
+        Arc::clone(&self.schema)
+    }
+
+    fn table_type(&self) -> TableType {
+        TableType::Temporary
+    }
+
+    async fn scan(
+        &self,
+        _state: &dyn Session,
+        projection: Option<&Vec<usize>>,
+        _filters: &[Expr],
+        _limit: Option<usize>,
+    ) -> DFResult<Arc<dyn ExecutionPlan>> {
+        use crate::maintenance::orphans::{find_orphan_files, remove_orphan_files};
+        let identifier = self.target.identifier().await;
+        let table = self
+            .target
+            .catalog
+            .get_table(&identifier)
+            .await
+            .map_err(Error::from)?;
+        let report = if self.dry_run {
+            find_orphan_files(&table, self.older_than_ms).await?
+        } else {
+            remove_orphan_files(&table, self.older_than_ms).await?
+        };
+        one_row(
+            &self.schema,
+            vec![
+                Arc::new(StringArray::from(vec![identifier.full_name()])),
+                Arc::new(UInt64Array::from(vec![
+                    u64::try_from(report.deleted.len()).unwrap_or(u64::MAX)
+                ])),
+                Arc::new(UInt64Array::from(vec![report.deleted_bytes])),
             ],
             projection,
         )

@@ -24,6 +24,7 @@ mod history;
 mod independent;
 mod local_store;
 mod maintenance;
+mod maintenance_orphans;
 mod maintenance_review;
 mod memory_store;
 mod merge_engines;
