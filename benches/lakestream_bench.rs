@@ -18,7 +18,9 @@
 //! (`write-only`), with the manifests and data files the newest snapshot
 //! names (`scan_after_tiers_*`, `manifest_files_after_tiers_*`,
 //! `data_files_after_tiers_*`; the scan time every tenth of the rounds goes
-//! to stderr).
+//! to stderr, and to an SVG chart with `--soak-chart FILE`), and what
+//! compacting the unmaintained tables' small files costs
+//! (`compaction_rows_per_s`, `compaction_rows_per_s_pk`).
 //!
 //! With `--store fluss`, the catalog's Paimon warehouse must be the one the
 //! cluster tiers into (`--dir D` uses `D/warehouse`), and the run also
@@ -64,6 +66,11 @@ struct Args {
     /// Tiering rounds of the soak (default: 300 with --quick, else 1000).
     #[arg(long, value_name = "N")]
     soak_rounds: Option<usize>,
+
+    /// Where to write an SVG chart of the soak: scan time against rounds,
+    /// with and without maintenance.
+    #[arg(long, value_name = "FILE")]
+    soak_chart: Option<PathBuf>,
 }
 
 impl Args {
@@ -327,6 +334,9 @@ struct Soak {
     data_files: f64,
     /// `(round, scan ms)` every tenth of the rounds.
     curve: Vec<(usize, f64)>,
+    /// Of a table soaked without maintenance: the rows per second of
+    /// `CALL sys.compact` run until nothing is left to compact.
+    compaction_rows_per_s: Option<f64>,
 }
 
 impl Bench {
@@ -398,13 +408,97 @@ impl Bench {
                 .parse::<f64>()
                 .map_err(|e| Error::from(format!("{sql}: {value}: {e}")))
         };
+        let ratio = percentile(&soaked, 0.5) / percentile(&single, 0.5);
+        let manifests = count(format!("SELECT count(*) FROM {table}$manifests")).await?;
+        let data_files = count(format!("SELECT count(*) FROM {table}$files")).await?;
+        // What compacting the unmaintained table's small files costs: as
+        // many calls as it takes (each takes `compaction.max.file-num`
+        // files of a bucket at most).
+        let compaction_rows_per_s = if maintained {
+            None
+        } else {
+            let started = Instant::now();
+            let mut rows = 0.0;
+            loop {
+                let compacted =
+                    count(format!("SELECT coalesce(rows, -1) FROM compact('{table}')")).await?;
+                if compacted < 0.0 {
+                    break;
+                }
+                rows += compacted;
+            }
+            Some(rows / started.elapsed().as_secs_f64())
+        };
         Ok(Soak {
-            ratio: percentile(&soaked, 0.5) / percentile(&single, 0.5),
-            manifests: count(format!("SELECT count(*) FROM {table}$manifests")).await?,
-            data_files: count(format!("SELECT count(*) FROM {table}$files")).await?,
+            ratio,
+            manifests,
+            data_files,
             curve,
+            compaction_rows_per_s,
         })
     }
+}
+
+/// A line chart of the soaks' scan times against rounds.
+fn soak_chart(curves: &[(&str, Vec<(usize, f64)>)]) -> String {
+    let (width, height) = (760.0, 420.0);
+    let (left, right, top, bottom) = (70.0, 20.0, 40.0, 110.0);
+    let max_round = curves
+        .iter()
+        .flat_map(|(_, c)| c.iter().map(|(r, _)| *r))
+        .max()
+        .unwrap_or(1)
+        .max(1) as f64;
+    let max_ms = curves
+        .iter()
+        .flat_map(|(_, c)| c.iter().map(|(_, ms)| *ms))
+        .fold(0.0f64, f64::max)
+        .max(1e-9);
+    let x = |round: f64| left + round / max_round * (width - left - right);
+    let y = |ms: f64| height - bottom - ms / max_ms * (height - top - bottom);
+    let mut svg = String::new();
+    let _ = writeln!(
+        svg,
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{width}\" height=\"{height}\" \
+         font-family=\"sans-serif\" font-size=\"13\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n\
+         <text x=\"10\" y=\"22\" font-weight=\"bold\">SELECT count(*), sum(n) after N tiering rounds of 10 rows (ms)</text>"
+    );
+    // Axes, with the top value and the last round named.
+    let _ = writeln!(
+        svg,
+        "<line x1=\"{left}\" y1=\"{top}\" x2=\"{left}\" y2=\"{}\" stroke=\"black\"/>\
+         <line x1=\"{left}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"black\"/>\
+         <text x=\"5\" y=\"{}\">{max_ms:.1} ms</text><text x=\"5\" y=\"{}\">0</text>\
+         <text x=\"{}\" y=\"{}\">{max_round} rounds</text>",
+        height - bottom,
+        height - bottom,
+        width - right,
+        height - bottom,
+        top + 4.0,
+        height - bottom,
+        width - right - 80.0,
+        height - bottom + 18.0
+    );
+    let colors = ["#4a7ab5", "#c0504d", "#9bbb59", "#f79646"];
+    for (at, (name, curve)) in curves.iter().enumerate() {
+        let color = colors[at % colors.len()];
+        let points: Vec<String> = curve
+            .iter()
+            .map(|(round, ms)| format!("{:.1},{:.1}", x(*round as f64), y(*ms)))
+            .collect();
+        let _ = writeln!(
+            svg,
+            "<polyline fill=\"none\" stroke=\"{color}\" stroke-width=\"2\" points=\"{}\"/>\
+             <rect x=\"{left}\" y=\"{}\" width=\"12\" height=\"12\" fill=\"{color}\"/>\
+             <text x=\"{}\" y=\"{}\">{name}</text>",
+            points.join(" "),
+            height - bottom + 30.0 + at as f64 * 18.0,
+            left + 18.0,
+            height - bottom + 41.0 + at as f64 * 18.0
+        );
+    }
+    svg.push_str("</svg>\n");
+    svg
 }
 
 fn percentile(sorted: &[f64], p: f64) -> f64 {
@@ -614,6 +708,7 @@ async fn bench(args: Args) -> Result<(), Error> {
         eprintln!("  tiering done ({:.0?})", started.elapsed());
     }
     if bench.store == "local" && args.runs("soak") {
+        let mut curves = Vec::new();
         for (primary_key, maintained) in
             [(false, true), (true, true), (false, false), (true, false)]
         {
@@ -646,6 +741,24 @@ async fn bench(args: Args) -> Result<(), Error> {
             figures.insert(ratio, soak.ratio);
             figures.insert(manifests, soak.manifests);
             figures.insert(files, soak.data_files);
+            match (primary_key, soak.compaction_rows_per_s) {
+                (false, Some(rows_per_s)) => {
+                    figures.insert("compaction_rows_per_s", rows_per_s);
+                }
+                (true, Some(rows_per_s)) => {
+                    figures.insert("compaction_rows_per_s_pk", rows_per_s);
+                }
+                _ => {}
+            }
+            curves.push((
+                match (primary_key, maintained) {
+                    (false, true) => "append, maintained",
+                    (true, true) => "primary key, maintained",
+                    (false, false) => "append, no maintenance",
+                    (true, false) => "primary key, no maintenance",
+                },
+                soak.curve.clone(),
+            ));
             let curve: Vec<String> = soak
                 .curve
                 .iter()
@@ -656,6 +769,10 @@ async fn bench(args: Args) -> Result<(), Error> {
                 curve.join(" "),
                 started.elapsed()
             );
+        }
+        if let Some(path) = &args.soak_chart {
+            std::fs::write(path, soak_chart(&curves))?;
+            eprintln!("  soak chart written to {}", path.display());
         }
     }
 

@@ -11,6 +11,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use futures::future::BoxFuture;
 use paimon::api::{GetTagResponse, PagedList};
 use paimon::catalog::{Catalog, Database, Function, Identifier, LoadedTable, View, ViewSchema};
 use paimon::spec::{
@@ -462,6 +463,57 @@ impl LakeStreamCatalog {
 }
 
 impl LakeStreamCatalog {
+    /// Runs maintenance `work` (a compaction, an expiry, an orphan file
+    /// removal asked for with `CALL`) on the table at `identifier`. On a
+    /// lake-stream table of this catalog's store it runs under the store's
+    /// commit lock ([`crate::store::LakestreamStore::with_commit_lock`]), with the table
+    /// loaded again once the lock is held, so it never races that store's
+    /// tiering commits, nor the maintenance that follows them.
+    pub(crate) async fn maintain<T, F>(&self, identifier: &Identifier, work: F) -> Result<T>
+    where
+        T: Send,
+        F: for<'a> FnOnce(&'a Table) -> BoxFuture<'a, Result<T>> + Send,
+    {
+        let table = self.get_table(identifier).await?;
+        let ours = match (
+            options::is_enabled(table.schema().options()),
+            self.store.require("maintenance", identifier),
+        ) {
+            (true, Ok(store)) => {
+                let store = Arc::clone(store);
+                // A table another store serves is that store's to lock.
+                store.get().await?;
+                store
+                    .check_binding("maintaining", &table)
+                    .is_ok()
+                    .then_some(store)
+            }
+            _ => None,
+        };
+        let Some(store) = ours else {
+            return work(&table).await;
+        };
+        let mut out = None;
+        let locked = store.get().await?;
+        locked
+            .with_commit_lock(
+                identifier,
+                Box::pin(async {
+                    let table = self.get_table(identifier).await?;
+                    out = Some(work(&table).await?);
+                    Ok(())
+                }),
+            )
+            .await?;
+        out.ok_or_else(|| {
+            Error::Internal(format!(
+                "lakestream store '{}' ran no maintenance of '{}' under its commit lock",
+                locked.identifier(),
+                identifier.full_name()
+            ))
+        })
+    }
+
     /// Turning the mode off: the store tiers what Paimon lacks first, where it
     /// can. Off succeeds store or no store: it touches only the catalog;
     /// what could not be tiered is left in the store, and a notice says so,
@@ -975,6 +1027,10 @@ impl Catalog for LakeStreamCatalog {
         creation: Schema,
         ignore_if_exists: bool,
     ) -> paimon::Result<()> {
+        for (key, value) in creation.options() {
+            options::check_table_option(&identifier.full_name(), key, value)
+                .map_err(Error::into_paimon)?;
+        }
         if !options::is_enabled(creation.options()) {
             return self
                 .inner
@@ -1029,6 +1085,12 @@ impl Catalog for LakeStreamCatalog {
                     if key == options::STORE_BINDING)
         }) {
             return Err(binding_not_settable().into_paimon());
+        }
+        for change in &changes {
+            if let SchemaChange::SetOption { key, value } = change {
+                options::check_table_option(&identifier.full_name(), key, value)
+                    .map_err(Error::into_paimon)?;
+            }
         }
         let mut changes = changes;
         let enabled_after = enabled_after(&changes);

@@ -29,9 +29,8 @@ use crate::planner::write::WriteRouting;
 use crate::planner::PlannerState;
 use crate::store::{builtin_registry, StoreRegistry};
 use crate::table::{
-    ExpireSnapshotsFunction, Maintenance, MaintenanceFunction, PaimonTableFactory,
-    RemoveOrphanFilesFunction, SetAsideFunction, TierFunction, EXPIRE_SNAPSHOTS_FUNCTION,
-    PAIMON_FORMAT, REMOVE_ORPHAN_FILES_FUNCTION, SET_ASIDE_FUNCTION, TIER_FUNCTION,
+    Maintenance, MaintenanceFunction, PaimonTableFactory, SetAsideFunction, TierFunction,
+    PAIMON_FORMAT, SET_ASIDE_FUNCTION, TIER_FUNCTION,
 };
 
 /// The lake-stream hooks of one DataFusion session, and its lake-stream catalogs.
@@ -90,14 +89,6 @@ impl LakeStreamExtension {
                 Arc::new(MaintenanceFunction::new(Arc::clone(&state), procedure)),
             );
         }
-        ctx.register_udtf(
-            EXPIRE_SNAPSHOTS_FUNCTION,
-            Arc::new(ExpireSnapshotsFunction::new(Arc::clone(&state))),
-        );
-        ctx.register_udtf(
-            REMOVE_ORPHAN_FILES_FUNCTION,
-            Arc::new(RemoveOrphanFilesFunction::new(Arc::clone(&state))),
-        );
         let session_state = ctx.state_ref();
         let mut session_state = session_state.write();
         session_state

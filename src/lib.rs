@@ -15,6 +15,7 @@ mod merge;
 pub mod name;
 pub mod options;
 pub(crate) mod planner;
+pub mod progress;
 mod runtime;
 pub mod store;
 mod table;

@@ -150,7 +150,13 @@ async fn attempt(table: &Table, when: When, min_count: usize) -> Result<Attempt>
         return Ok(Attempt::Nothing);
     }
 
-    let (live, source_bytes, source_entries) = read_live(table, &latest, &metas).await?;
+    let progress = crate::progress::Progress::start(
+        "compacting manifests",
+        table.identifier().full_name(),
+        "manifests",
+    );
+    let (live, source_bytes, source_entries) =
+        read_live(table, &latest, &metas, Some(&progress)).await?;
 
     // Grouped by partition, so each manifest's partition range is narrow.
     let mut by_partition: BTreeMap<Vec<u8>, Vec<Live>> = BTreeMap::new();
@@ -376,6 +382,7 @@ pub(crate) async fn read_live(
     table: &Table,
     latest: &Snapshot,
     metas: &[ManifestFileMeta],
+    progress: Option<&crate::progress::Progress>,
 ) -> Result<(Vec<Live>, i64, usize)> {
     let file_io = table.file_io();
     let manifest_dir = table.snapshot_manager().manifest_dir();
@@ -384,7 +391,13 @@ pub(crate) async fn read_live(
     let mut index: HashMap<Key, usize> = HashMap::new();
     let mut source_bytes = 0i64;
     let mut source_entries = 0usize;
-    for meta in metas {
+    if let Some(progress) = progress {
+        progress.set_total(u64::try_from(metas.len()).unwrap_or(u64::MAX));
+    }
+    for (done, meta) in metas.iter().enumerate() {
+        if let Some(progress) = progress {
+            progress.set_done(u64::try_from(done).unwrap_or(u64::MAX));
+        }
         source_bytes += meta.file_size();
         let mut heads = Vec::new();
         let mut cache = Default::default();

@@ -22,8 +22,120 @@ pub const STORE: &str = "lakestream.store";
 /// Catalog option bounding each store call (creation, attach, planning a
 /// read, acknowledging a write): a duration such as `30s`, `500ms`, `2min`.
 pub const TIMEOUT: &str = "lakestream.timeout";
+/// Table option naming the maintenance that runs after the store's tiering
+/// rounds that commit: a comma-separated list of Paimon's procedure names
+/// `compact`, `compact_manifest` and `expire_snapshots`, or `all` (the
+/// default) or `none`. See [`AutoMaintenance`].
+pub const MAINTENANCE: &str = "lakestream.maintenance";
 /// Prefix of every lake-stream key.
 pub const PREFIX: &str = "lakestream.";
+
+/// The lake-stream table options; any other `lakestream.*` table option is
+/// refused.
+const KNOWN_TABLE_KEYS: &[&str] = &[ENABLED, STORE_BINDING, MAINTENANCE];
+
+/// Which maintenance runs after a tiering round that committed, as the
+/// table's [`MAINTENANCE`] option says. Paimon's `write-only` = `true` turns
+/// all of it off, whatever this says; the procedures run on request
+/// whatever either says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AutoMaintenance {
+    /// Data-file compaction (`compact`).
+    pub compact: bool,
+    /// Manifest compaction (`compact_manifest`).
+    pub compact_manifest: bool,
+    /// Snapshot expiry (`expire_snapshots`).
+    pub expire_snapshots: bool,
+}
+
+impl AutoMaintenance {
+    /// Everything: the default.
+    pub const ALL: Self = Self {
+        compact: true,
+        compact_manifest: true,
+        expire_snapshots: true,
+    };
+    /// Nothing.
+    pub const NONE: Self = Self {
+        compact: false,
+        compact_manifest: false,
+        expire_snapshots: false,
+    };
+
+    /// Reads a value of [`MAINTENANCE`]; the error says what is wrong.
+    pub fn parse(value: &str) -> std::result::Result<Self, String> {
+        let words: Vec<String> = value
+            .split(',')
+            .map(|word| word.trim().to_ascii_lowercase())
+            .collect();
+        let usage = "write a comma-separated list of compact, compact_manifest and \
+                     expire_snapshots, or all, or none";
+        match words.as_slice() {
+            [one] if one == "all" => return Ok(Self::ALL),
+            [one] if one == "none" => return Ok(Self::NONE),
+            _ => {}
+        }
+        let mut chosen = Self::NONE;
+        for word in &words {
+            let slot = match word.as_str() {
+                "compact" => &mut chosen.compact,
+                "compact_manifest" => &mut chosen.compact_manifest,
+                "expire_snapshots" => &mut chosen.expire_snapshots,
+                "all" | "none" => {
+                    return Err(format!("'{word}' cannot be combined with others; {usage}"))
+                }
+                "" => return Err(format!("'{value}' names an empty item; {usage}")),
+                other => return Err(format!("'{other}' is not a maintenance; {usage}")),
+            };
+            *slot = true;
+        }
+        Ok(chosen)
+    }
+
+    /// What the options of table `table` (its full name) say.
+    pub fn of_table(table: &str, options: &HashMap<String, String>) -> Result<Self> {
+        match options.get(MAINTENANCE) {
+            None => Ok(Self::ALL),
+            Some(value) => Self::parse(value).map_err(|reason| Error::InvalidOption {
+                key: MAINTENANCE.to_string(),
+                reason: format!("table '{table}' sets it to '{value}': {reason}"),
+            }),
+        }
+    }
+}
+
+/// Checks the lake-stream options a `CREATE TABLE` or `ALTER TABLE` of
+/// `table` (its full name) sets: the known ones with a valid value, no
+/// other `lakestream.*` key.
+pub fn check_table_option(table: &str, key: &str, value: &str) -> Result<()> {
+    if !is_lakestream_key(key) {
+        return Ok(());
+    }
+    if !KNOWN_TABLE_KEYS.contains(&key) {
+        return Err(Error::InvalidOption {
+            key: key.to_string(),
+            reason: format!(
+                "table '{table}': it is not a lake-stream table option; the known ones are: {}{}",
+                KNOWN_TABLE_KEYS.join(", "),
+                if KNOWN_CATALOG_KEYS
+                    .iter()
+                    .any(|known| known.eq_ignore_ascii_case(key))
+                {
+                    format!(". '{key}' is a catalog option: set it on the catalog")
+                } else {
+                    String::new()
+                }
+            ),
+        });
+    }
+    if key == MAINTENANCE {
+        AutoMaintenance::parse(value).map_err(|reason| Error::InvalidOption {
+            key: key.to_string(),
+            reason: format!("table '{table}' sets it to '{value}': {reason}"),
+        })?;
+    }
+    Ok(())
+}
 
 /// The default of [`TIMEOUT`].
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
@@ -529,11 +641,86 @@ mod tests {
         }
 
         #[test]
+        fn maintenance_values_parse_back(
+            chosen in proptest::collection::vec(
+                proptest::sample::select(vec!["compact", "compact_manifest", "expire_snapshots"]),
+                1..4,
+            ),
+            upper in proptest::bool::ANY,
+            noise in option_text(),
+        ) {
+            // Any list of the names, any case, any spacing, repeats allowed.
+            let text = chosen
+                .iter()
+                .map(|name| if upper { name.to_ascii_uppercase() } else { name.to_string() })
+                .collect::<Vec<_>>()
+                .join(" , ");
+            let parsed = AutoMaintenance::parse(&text);
+            proptest::prop_assert_eq!(
+                parsed,
+                Ok(AutoMaintenance {
+                    compact: chosen.contains(&"compact"),
+                    compact_manifest: chosen.contains(&"compact_manifest"),
+                    expire_snapshots: chosen.contains(&"expire_snapshots"),
+                })
+            );
+            // Any other text parses or says why, never panics.
+            if let Err(reason) = AutoMaintenance::parse(&noise) {
+                proptest::prop_assert!(reason.contains("compact_manifest"), "{}", reason);
+            }
+            let _ = check_table_option("db.t", &noise, &noise);
+        }
+
+        #[test]
         fn any_text_is_an_option_key_or_not(key in "\\PC{0,30}") {
             let _ = is_lakestream_key(&key);
             let _ = parse_duration(&key);
             let _ = strip_prefix_ignore_ascii_case(&key, PREFIX);
         }
+    }
+
+    #[test]
+    fn maintenance_option_values() {
+        assert_eq!(AutoMaintenance::parse("all"), Ok(AutoMaintenance::ALL));
+        assert_eq!(AutoMaintenance::parse(" NONE "), Ok(AutoMaintenance::NONE));
+        assert_eq!(
+            AutoMaintenance::parse("expire_snapshots"),
+            Ok(AutoMaintenance {
+                expire_snapshots: true,
+                ..AutoMaintenance::NONE
+            })
+        );
+        for bad in ["", "compact,", "all,compact", "vacuum", "compact;expire_snapshots"] {
+            assert!(AutoMaintenance::parse(bad).is_err(), "{bad}");
+        }
+        let none = opts(&[]);
+        assert_eq!(
+            AutoMaintenance::of_table("db.t", &none).unwrap(),
+            AutoMaintenance::ALL
+        );
+        let err = AutoMaintenance::of_table("db.t", &opts(&[(MAINTENANCE, "x")]))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("lakestream.maintenance") && err.contains("db.t"), "{err}");
+    }
+
+    #[test]
+    fn lake_stream_table_options_are_checked() {
+        check_table_option("db.t", "bucket", "anything").unwrap();
+        check_table_option("db.t", ENABLED, "true").unwrap();
+        check_table_option("db.t", MAINTENANCE, "compact").unwrap();
+        let err = check_table_option("db.t", "lakestream.maintainance", "none")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("not a lake-stream table option"), "{err}");
+        let err = check_table_option("db.t", "LakeStream.Enabled", "true")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("lakestream.enabled"), "{err}");
+        let err = check_table_option("db.t", TIMEOUT, "5s")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("is a catalog option"), "{err}");
     }
 
     #[test]

@@ -29,7 +29,7 @@ use rustyline::{Editor, Helper};
 
 use super::print::{is_acknowledgement, write_part, Format};
 use super::script::split_statements;
-use crate::store::progress::{running_tierings, TieringStatus};
+use crate::progress::{running_work, WorkStatus};
 use crate::LakeStreamContext;
 
 const HELP: &str = "\
@@ -330,7 +330,7 @@ impl Progress {
                     }
                     eprint!(
                         "\r\x1b[2K{}",
-                        status_line(started.elapsed(), &running_tierings())
+                        status_line(started.elapsed(), &running_work())
                     );
                     let _ = std::io::stderr().flush();
                 }
@@ -355,11 +355,11 @@ impl Progress {
 }
 
 /// The status line of a running statement.
-fn status_line(elapsed: Duration, tierings: &[TieringStatus]) -> String {
+fn status_line(elapsed: Duration, work: &[WorkStatus]) -> String {
     let mut line = format!("… running for {:.0} s", elapsed.as_secs_f64());
-    for tiering in tierings {
+    for work in work {
         line.push_str(" · ");
-        line.push_str(&tiering.to_string());
+        line.push_str(&work.to_string());
     }
     line
 }
@@ -376,19 +376,29 @@ mod tests {
     }
 
     #[test]
-    fn the_status_line_shows_tierings() {
+    fn the_status_line_shows_running_work() {
         assert_eq!(
             status_line(Duration::from_secs(3), &[]),
             "… running for 3 s"
         );
-        let tiering = TieringStatus {
+        let tiering = WorkStatus {
+            activity: "tiering",
             table: "default.t".to_string(),
-            rows: 2_000_000,
+            done: 2_000_000,
             total: 5_000_000,
+            unit: "rows",
+        };
+        let compaction = WorkStatus {
+            activity: "compacting",
+            table: "default.u".to_string(),
+            done: 3,
+            total: 8,
+            unit: "files",
         };
         assert_eq!(
-            status_line(Duration::from_millis(7_400), &[tiering]),
-            "… running for 7 s · tiering default.t: 2000000 of 5000000 rows"
+            status_line(Duration::from_millis(7_400), &[tiering, compaction]),
+            "… running for 7 s · tiering default.t: 2000000 of 5000000 rows · compacting \
+             default.u: 3 of 8 files"
         );
     }
 

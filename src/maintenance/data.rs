@@ -156,7 +156,7 @@ async fn attempt(
     let path = |name: &str| format!("{manifest_dir}/{name}");
     let mut metas = ManifestList::read(file_io, &path(latest.base_manifest_list())).await?;
     metas.extend(ManifestList::read(file_io, &path(latest.delta_manifest_list())).await?);
-    let (live, _, _) = read_live(table, &latest, &metas).await?;
+    let (live, _, _) = read_live(table, &latest, &metas, None).await?;
     // The files are read and written again through `table`'s schema: one
     // loaded before an `ALTER TABLE` would drop the columns that files of a
     // newer schema hold.
@@ -199,6 +199,11 @@ async fn attempt(
             files.truncate(max_files);
         }
     }
+    let progress =
+        crate::progress::Progress::start("compacting", table.identifier().full_name(), "files");
+    let count = |n: usize| u64::try_from(n).unwrap_or(u64::MAX);
+    progress.set_total(count(groups.values().map(Vec::len).sum()));
+    let mut compacted = 0usize;
 
     // Where each bucket's files are, as a scan of the same snapshot says
     // (found by file name: partitions are compared as the manifests hold
@@ -293,6 +298,8 @@ async fn attempt(
                 table.identifier().full_name()
             )));
         }
+        compacted += files.len();
+        progress.set_done(count(compacted));
     }
     if new_rows != old_rows {
         delete_all(table, &new_files).await;

@@ -167,6 +167,14 @@ pub async fn expire_snapshots(table: &Table, request: Expiry) -> Result<Option<E
         Some(n) => n,
         None => number(EXPIRE_LIMIT, DEFAULT_EXPIRE_LIMIT)?,
     };
+    if let Some(option) = decoupled_changelog(table) {
+        return Err(fail(format!(
+            "it keeps its changelog apart from its snapshots ('{option}' is set, and a \
+             changelog producer writes changelog files), which this crate's expiry does not \
+             do: it would delete the changelog with the snapshots. Expire its snapshots with \
+             Java Paimon (Flink or Spark), or remove the option; nothing was deleted"
+        )));
+    }
     if retain_min < 1 {
         return Err(fail(format!(
             "{NUM_RETAINED_MIN} (retain_min) must be at least 1, not {retain_min}"
@@ -350,30 +358,60 @@ pub async fn expire_snapshots(table: &Table, request: Expiry) -> Result<Option<E
         earliest: end,
         ..ExpireReport::default()
     };
+    // Progress is counted in files: the data files, manifests, manifest
+    // lists and snapshot files that go.
+    let progress = crate::progress::Progress::start(
+        "expiring snapshots",
+        table.identifier().full_name(),
+        "files",
+    );
+    let count = |n: usize| u64::try_from(n).unwrap_or(u64::MAX);
+    let data_paths = named
+        .files
+        .difference(&keep.files)
+        .map(|file| by_name.get(file).map_or(0, Vec::len))
+        .sum::<usize>();
+    progress.set_total(count(
+        data_paths
+            + named.external.difference(&keep.external).count()
+            + named.manifests.difference(&keep.manifests).count()
+            + named.lists.difference(&keep.lists).count()
+            + expired.len(),
+    ));
+    let mut deleted = 0usize;
+    let mut one_more = || {
+        deleted += 1;
+        progress.set_done(count(deleted));
+    };
     failpoint("expire-before-delete");
     for file in named.files.difference(&keep.files) {
         for path in by_name.get(file).into_iter().flatten() {
             delete(table, path).await?;
             report.data_files += 1;
+            one_more();
         }
     }
     for path in named.external.difference(&keep.external) {
         delete(table, path).await?;
         report.data_files += 1;
+        one_more();
     }
     failpoint("expire-after-data");
     for name in named.manifests.difference(&keep.manifests) {
         delete(table, &format!("{manifest_dir}/{name}")).await?;
         report.manifests += 1;
+        one_more();
     }
     failpoint("expire-after-manifests");
     for name in named.lists.difference(&keep.lists) {
         delete(table, &format!("{manifest_dir}/{name}")).await?;
         report.manifests += 1;
+        one_more();
     }
     failpoint("expire-after-manifest-lists");
     for (n, snapshot) in expired.iter().enumerate() {
         delete(table, &snapshots.snapshot_path(snapshot.id())).await?;
+        one_more();
         if n == 0 {
             failpoint("expire-after-first-snapshot");
         }
@@ -381,6 +419,27 @@ pub async fn expire_snapshots(table: &Table, request: Expiry) -> Result<Option<E
     failpoint("expire-before-hint");
     snapshots.write_earliest_hint(end).await?;
     Ok(Some(report))
+}
+
+/// The option by which `table` keeps its changelog longer than its
+/// snapshots (Java Paimon's `changelog.num-retained.*` and
+/// `changelog.time-retained`, which move an expired snapshot's changelog to
+/// `changelog/`), when it writes changelog files at all; `None` otherwise.
+/// Expiry deletes an expired snapshot's changelog with it, as Java Paimon
+/// does without those options, so it refuses such a table.
+pub fn decoupled_changelog(table: &Table) -> Option<&'static str> {
+    let options = table.schema().options();
+    let producer = paimon::spec::CoreOptions::new(options).changelog_producer();
+    if producer.eq_ignore_ascii_case("none") {
+        return None;
+    }
+    [
+        "changelog.num-retained.min",
+        "changelog.num-retained.max",
+        "changelog.time-retained",
+    ]
+    .into_iter()
+    .find(|key| options.contains_key(*key))
 }
 
 /// The snapshots of every tag of the table, of every branch, and of every

@@ -213,7 +213,15 @@ async fn run(table: &Table, older_than_ms: Option<u64>, dry: bool) -> Result<Orp
 
     let mut report = OrphanReport::default();
     candidates.sort_by(|a, b| (a.0, &a.2.path).cmp(&(b.0, &b.2.path)));
-    for (place, file, status) in candidates {
+    // Progress is counted in the candidates looked at.
+    let progress = crate::progress::Progress::start(
+        "removing orphan files",
+        table.identifier().full_name(),
+        "files",
+    );
+    progress.set_total(u64::try_from(candidates.len()).unwrap_or(u64::MAX));
+    for (looked_at, (place, file, status)) in candidates.into_iter().enumerate() {
+        progress.set_done(u64::try_from(looked_at).unwrap_or(u64::MAX));
         let referenced = match place {
             Place::ByName => keep.files.contains(&file),
             Place::Manifest => keep.manifests.contains(&file) || keep.lists.contains(&file),

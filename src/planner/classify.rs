@@ -540,10 +540,6 @@ const STORE_PROCEDURES: &[&str] = &[
     crate::table::TIER_FUNCTION,
     crate::table::SET_ASIDE_FUNCTION,
 ];
-const MAINTENANCE_PROCEDURES: &[&str] = &[
-    crate::table::EXPIRE_SNAPSHOTS_FUNCTION,
-    crate::table::REMOVE_ORPHAN_FILES_FUNCTION,
-];
 const ROLLBACK_PROCEDURES: &[&str] = &["rollback_to", "rollback_to_timestamp"];
 const TAG_PROCEDURES: &[&str] = &[
     "create_tag",
@@ -580,11 +576,7 @@ fn procedure_kind(function: &Function) -> Kind {
     let is = |names: &[&str]| names.iter().any(|n| n.eq_ignore_ascii_case(name));
     if is(STORE_PROCEDURES) {
         Kind::StoreProcedure
-    } else if is(MAINTENANCE_PROCEDURES)
-        || crate::table::Maintenance::ALL
-            .iter()
-            .any(|m| m.name().eq_ignore_ascii_case(name))
-    {
+    } else if crate::table::Maintenance::named(name).is_some() {
         Kind::Maintenance
     } else if is(ROLLBACK_PROCEDURES) {
         Kind::Rollback

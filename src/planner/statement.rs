@@ -524,8 +524,6 @@ fn procedure_call(function: &Function, default_schema: &str) -> Result<Option<St
     let Some(procedure) = [
         crate::table::TIER_FUNCTION,
         crate::table::SET_ASIDE_FUNCTION,
-        crate::table::EXPIRE_SNAPSHOTS_FUNCTION,
-        crate::table::REMOVE_ORPHAN_FILES_FUNCTION,
     ]
     .into_iter()
     .chain(crate::table::Maintenance::ALL.map(crate::table::Maintenance::name))
@@ -549,13 +547,9 @@ fn procedure_call(function: &Function, default_schema: &str) -> Result<Option<St
     // Paimon's named arguments of `expire_snapshots` and
     // `remove_orphan_files` become positional ones, in the table function's
     // order, NULL where not given.
-    let named = match procedure {
-        crate::table::EXPIRE_SNAPSHOTS_FUNCTION => Some(crate::table::EXPIRE_SNAPSHOTS_ARGUMENTS),
-        crate::table::REMOVE_ORPHAN_FILES_FUNCTION => {
-            Some(crate::table::REMOVE_ORPHAN_FILES_ARGUMENTS)
-        }
-        _ => None,
-    };
+    let named = crate::table::Maintenance::named(procedure)
+        .map(crate::table::Maintenance::arguments)
+        .filter(|names| !names.is_empty());
     if let Some(names) = named {
         if let FunctionArguments::List(list) = &mut args {
             let mut positional: Vec<Option<FunctionArg>> = vec![None; names.len() + 1];

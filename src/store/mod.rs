@@ -11,7 +11,6 @@ pub mod faulty;
 pub mod fluss;
 mod lazy;
 pub mod local;
-pub mod progress;
 mod registry;
 
 use std::collections::{BTreeMap, HashMap};
@@ -147,6 +146,19 @@ pub trait LakestreamStore: Debug + Send + Sync {
     ) -> Result<()> {
         self.drop_table(identifier).await?;
         drop_in_catalog.await
+    }
+
+    /// Runs `work`, a commit to `table`'s Paimon table other than tiering
+    /// (maintenance asked for with `CALL`), so that it never races the
+    /// store's own tiering commits of the table. The default runs it as it
+    /// is: a store whose own service tiers cannot hold that service back.
+    async fn with_commit_lock(
+        &self,
+        table: &Identifier,
+        work: BoxFuture<'_, Result<()>>,
+    ) -> Result<()> {
+        let _ = table;
+        work.await
     }
 
     /// Fixes what a read of `t$rt` covers. Errors with

@@ -126,7 +126,7 @@ async fn the_store_runs_on_memory_urls_too() {
 /// line reads this board), and leaves the board when it ends.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_running_tiering_reports_its_progress() {
-    use paimon_lakestream::store::progress::running_tierings;
+    use paimon_lakestream::progress::running_work;
 
     let warehouse = TestWarehouse::new(crate::support::CatalogKind::Filesystem).await;
     // One segment per commit: 12 commits, each its own Paimon snapshot.
@@ -165,9 +165,9 @@ async fn a_running_tiering_reports_its_progress() {
     let mut seen = Vec::new();
     while !tiering.is_finished() {
         seen.extend(
-            running_tierings()
+            running_work()
                 .into_iter()
-                .filter(|s| s.table == "default.progress_board"),
+                .filter(|s| s.table == "default.progress_board" && s.activity == "tiering"),
         );
         tokio::time::sleep(std::time::Duration::from_millis(1)).await;
     }
@@ -176,15 +176,15 @@ async fn a_running_tiering_reports_its_progress() {
     // Before it has listed the store, a tiering does not know its total yet.
     assert!(
         seen.iter()
-            .all(|s| (s.total == 0 || s.total == 24) && s.rows <= s.total),
+            .all(|s| (s.total == 0 || s.total == 24) && s.done <= s.total && s.unit == "rows"),
         "{seen:?}"
     );
     assert!(seen.iter().any(|s| s.total == 24), "{seen:?}");
     assert!(
-        seen.iter().any(|s| s.rows > 0 && s.rows < 24),
+        seen.iter().any(|s| s.done > 0 && s.done < 24),
         "no status between the first and the last commit: {seen:?}"
     );
-    assert!(running_tierings()
+    assert!(running_work()
         .iter()
         .all(|s| s.table != "default.progress_board"));
 }

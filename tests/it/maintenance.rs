@@ -412,3 +412,108 @@ async fn compact_on_request_and_under_races() {
 async fn context_on(dir: &TempDir) -> LakeStreamContext {
     context(dir).await
 }
+
+/// Long maintenance shows on the progress board (what the shell's status
+/// line reads) while it runs, and leaves it when done. Maintenance asked for
+/// on a lake-stream table waits for a running tiering of it (the store's
+/// commit lock), so a tiering commit never races it: the board never shows
+/// both at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn maintenance_reports_progress_and_waits_for_a_running_tiering() {
+    use paimon_lakestream::progress::running_work;
+    use std::sync::Arc;
+
+    let dir = TempDir::new().expect("temp dir");
+    let mut options = local_store_options(
+        &dir.path().join("warehouse"),
+        &dir.path().join("store"),
+        "off",
+    );
+    // One segment per commit: a tiering of many commits takes a while.
+    options.insert("local.tier-max-rows".to_string(), "1".to_string());
+    let mut ctx = LakeStreamContext::new();
+    ctx.register_catalog("paimon", options)
+        .await
+        .expect("register the catalog");
+    let ctx = Arc::new(ctx);
+    run(
+        &ctx,
+        "CREATE TABLE pr (id INT, v STRING) WITH ('lakestream.enabled' = 'true', \
+         'lakestream.maintenance' = 'none')",
+    )
+    .await;
+    for i in 0..40 {
+        run(&ctx, &format!("INSERT INTO pr VALUES ({i}, 'v{i}')")).await;
+    }
+    let on_board = |activity: &str| {
+        running_work()
+            .into_iter()
+            .filter(|w| w.table == "default.pr" && w.activity == activity)
+            .collect::<Vec<_>>()
+    };
+    let call = |sql: &'static str| {
+        let ctx = Arc::clone(&ctx);
+        tokio::spawn(async move { ctx.sql(sql).await?.collect().await })
+    };
+    let tiering = call("CALL sys.lakestream_tier('default.pr')");
+    while on_board("tiering").is_empty() {
+        assert!(
+            !tiering.is_finished(),
+            "the tiering never showed on the board"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+    }
+    let compaction = call("CALL sys.compact('default.pr')");
+    let mut compacting = Vec::new();
+    while !(tiering.is_finished() && compaction.is_finished()) {
+        let tiers = !on_board("tiering").is_empty();
+        let maintains: Vec<_> = running_work()
+            .into_iter()
+            .filter(|w| w.table == "default.pr" && w.activity != "tiering")
+            .collect();
+        assert!(
+            !(tiers && !maintains.is_empty()),
+            "maintenance ran while a tiering of the table did: {maintains:?}"
+        );
+        compacting.extend(maintains);
+        tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+    }
+    tiering.await.expect("join").expect("tiering");
+    compaction.await.expect("join").expect("compaction");
+    let files: Vec<_> = compacting
+        .iter()
+        .filter(|w| w.activity == "compacting")
+        .collect();
+    assert!(
+        !files.is_empty(),
+        "the compaction never showed: {compacting:?}"
+    );
+    assert!(
+        files
+            .iter()
+            .all(|w| w.unit == "files" && w.total == 40 && w.done <= w.total),
+        "{files:?}"
+    );
+    assert_eq!(rows(&ctx, "SELECT count(*) FROM pr$files").await, ["1"]);
+
+    // Expiry shows too, counted in the files it deletes.
+    let expiry =
+        call("CALL sys.expire_snapshots(table => 'default.pr', retain_min => 1, retain_max => 1)");
+    let mut expiring = Vec::new();
+    while !expiry.is_finished() {
+        expiring.extend(on_board("expiring snapshots"));
+        tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+    }
+    expiry.await.expect("join").expect("expiry");
+    assert!(!expiring.is_empty(), "the expiry never showed on the board");
+    assert!(
+        expiring
+            .iter()
+            .all(|w| w.unit == "files" && w.total > 40 && w.done <= w.total),
+        "{expiring:?}"
+    );
+    assert!(running_work().iter().all(|w| w.table != "default.pr"));
+    let mut expected: Vec<String> = (0..40).map(|i| i.to_string()).collect();
+    expected.sort();
+    assert_eq!(rows(&ctx, "SELECT id FROM pr").await, expected);
+}

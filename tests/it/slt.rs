@@ -387,6 +387,27 @@ async fn procedures() {
     .await;
 }
 
+/// Maintenance after tiering rounds and on request, on both catalogs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn maintenance_filesystem() {
+    run_file(
+        "maintenance.slt",
+        CatalogKind::Filesystem,
+        Some(Arc::new(crate::local_store::LocalHarness)),
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn maintenance_rest() {
+    run_file(
+        "maintenance.slt",
+        CatalogKind::Rest,
+        Some(Arc::new(crate::local_store::LocalHarness)),
+    )
+    .await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn statements() {
     run_file("statements.slt", CatalogKind::Filesystem, memory()).await;

@@ -577,17 +577,18 @@ impl Inner {
         ))
     }
 
-    /// Tiers `table`, then compacts an append table's small data files and
-    /// the table's manifests when a round left enough of them (Paimon's
-    /// `compaction.min.file-num`, `manifest.merge-min-count`; never on a
-    /// `write-only` table), and expires snapshots beyond Paimon's retention
-    /// options (`snapshot.*`; not on a `write-only` table either). A
-    /// compaction or expiry that fails leaves the table readable, and says so
-    /// after what the tiering did.
+    /// Tiers `table`, then, when the round committed, runs the table's
+    /// maintenance (its `lakestream.maintenance` option, all of it by
+    /// default; none on a `write-only` table): compacts small data files
+    /// and the manifests when a round left enough of them (Paimon's
+    /// `compaction.min.file-num`, `manifest.merge-min-count`), and expires
+    /// snapshots beyond Paimon's retention options (`snapshot.*`). It runs
+    /// under the table's tiering locks, as `CALL`ed maintenance does. A
+    /// compaction or expiry that fails leaves the table readable, and says
+    /// so after what the tiering did.
     async fn tier(&self, table: &Table) -> Result<TierReport> {
-        let report = self
-            .root
-            .table(table.identifier())
+        let state = self.root.table(table.identifier());
+        let report = state
             .tier(
                 table,
                 self.options.tier_max_rows,
@@ -596,47 +597,46 @@ impl Inner {
                 self.options.log_retention,
             )
             .await?;
-        if report.commits > 0 {
-            let maintained = self
-                .root
-                .table(table.identifier())
-                // Boxed: maintenance futures are large, and a caller's stack
-                // in a debug build is not.
-                .with_tiering_lock(Box::pin(async {
+        if report.commits == 0 || maintenance::write_only(table) {
+            return Ok(report);
+        }
+        let failed = |what: &str, e: Error| Error::MaintenanceFailed {
+            table: table.identifier().full_name(),
+            reason: format!(
+                "tiering committed {} rows in {} snapshots up to position {}, then {what} \
+                 failed (the next round tries again): {e}",
+                report.rows, report.commits, report.position
+            ),
+        };
+        let auto = options::AutoMaintenance::of_table(
+            &table.identifier().full_name(),
+            table.schema().options(),
+        )
+        .map_err(|e| failed("reading its maintenance option", e))?;
+        state
+            // Boxed: maintenance futures are large, and a caller's stack in
+            // a debug build is not.
+            .with_tiering_lock(Box::pin(async {
+                if auto.compact {
                     maintenance::compact_data_files(table, maintenance::When::Needed).await?;
-                    maintenance::compact_manifests(table, maintenance::When::Needed).await
-                }))
-                .await;
-            if let Err(e) = maintained {
-                return Err(Error::MaintenanceFailed {
-                    table: table.identifier().full_name(),
-                    reason: format!(
-                        "tiering committed {} rows in {} snapshots up to position {}, then \
-                         compacting its files failed (the next round tries again): {e}",
-                        report.rows, report.commits, report.position
-                    ),
-                });
-            }
-            if !maintenance::write_only(table) {
-                let expiry = maintenance::expire::Expiry::default();
-                let expired = self
-                    .root
-                    .table(table.identifier())
-                    .with_tiering_lock(Box::pin(maintenance::expire::expire_snapshots(
-                        table, expiry,
-                    )))
-                    .await;
-                if let Err(e) = expired {
-                    return Err(Error::MaintenanceFailed {
-                        table: table.identifier().full_name(),
-                        reason: format!(
-                            "tiering committed {} rows in {} snapshots up to position {}, then \
-                             expiring old snapshots failed (the next round tries again): {e}",
-                            report.rows, report.commits, report.position
-                        ),
-                    });
                 }
-            }
+                if auto.compact_manifest {
+                    maintenance::compact_manifests(table, maintenance::When::Needed).await?;
+                }
+                Ok(())
+            }))
+            .await
+            .map_err(|e| failed("compacting its files", e))?;
+        // A table that keeps its changelog apart from its snapshots is
+        // left to Java Paimon's expiry (on request, expiry says so).
+        if auto.expire_snapshots && maintenance::expire::decoupled_changelog(table).is_none() {
+            state
+                .with_tiering_lock(Box::pin(maintenance::expire::expire_snapshots(
+                    table,
+                    maintenance::expire::Expiry::default(),
+                )))
+                .await
+                .map_err(|e| failed("expiring old snapshots", e))?;
         }
         Ok(report)
     }
@@ -681,6 +681,16 @@ impl LakestreamStore for LocalStore {
     async fn drop_table(&self, identifier: &Identifier) -> Result<()> {
         self.drop_with_catalog(identifier, Box::pin(async { Ok(()) }))
             .await
+    }
+
+    /// Under the table's tiering locks (this process's and, on a local disk,
+    /// every process's), as the maintenance after a tiering round runs.
+    async fn with_commit_lock(
+        &self,
+        table: &Identifier,
+        work: BoxFuture<'_, Result<()>>,
+    ) -> Result<()> {
+        self.inner.root.table(table).with_tiering_lock(work).await
     }
 
     /// The Paimon table goes first, under the store's locks: a drop cut

@@ -48,7 +48,7 @@ use super::root::{Created, PutFailed, Root};
 use super::segment::{self, Entry, Part, PartList, SegmentError};
 use super::{failpoint, path, LOCAL};
 use crate::error::{Error, Result};
-use crate::store::progress::TierProgress;
+use crate::progress::Progress;
 use crate::store::{
     log_arrow_schema, primary_keys, store_error, RowKind, StoreLog, TierReport, WriteKind,
 };
@@ -1238,7 +1238,7 @@ impl TableState {
         let incarnation = self.current(table).await?;
         let schema = log_arrow_schema(table)?;
         let mut report = TierReport::default();
-        let progress = TierProgress::start(self.name());
+        let progress = Progress::start("tiering", self.name(), "rows");
         // The run ends where the log ended when it started: a busy writer
         // cannot keep it (and the locks it holds) going for ever.
         let mut run_end: Option<u64> = None;
@@ -1279,7 +1279,7 @@ impl TableState {
             };
             report.rows += rows;
             report.commits += 1;
-            progress.set_rows(report.rows);
+            progress.set_done(report.rows);
             report.position = end;
             let (snapshot_id, reached) = self.tiered(&incarnation, table).await?;
             if reached != end {
