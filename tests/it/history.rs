@@ -13,6 +13,12 @@
 //!   `ALTER TABLE t ADD COLUMN`;
 //! - one streaming reader at a time (`SET lakestream.scan_mode =
 //!   'streaming'`, `SELECT id FROM t$rt`), printing every id it sees;
+//! - maintenance from short-lived processes, one at a time, about every 2 s:
+//!   `CALL sys.compact`, `sys.compact_manifest`, `sys.expire_snapshots` or
+//!   `sys.remove_orphan_files` (files older than 30 s) on `t`, racing the
+//!   tierings (which maintain `t` themselves after each round that commits)
+//!   and the writers; `t` is created with [`MAINTENANCE_OPTIONS`], so that
+//!   both happen often;
 //! - `kill -9` of any of them at random moments; a killed writer, service or
 //!   reader is replaced by a new process.
 //!
@@ -21,7 +27,13 @@
 //! before each INSERT, then `ACK start end ids` or `ERR start end ids message`;
 //! a reader `START t`, `PLANNED t`, `SEEN t ids`, and `END t` or `ERR t
 //! message`; a DDL process `BEGIN t i`, then `OK t i` or `ERR t i message` for
-//! its i-th statement; an ad-hoc tiering `TIERED start end rows` or `ERR ...`.
+//! its i-th statement; an ad-hoc tiering `TIERED start end rows` or `ERR ...`;
+//! a maintenance process `MAINT start end what answer` (`answer` the
+//! procedure's row as `column=value,...`) or `ERR start end what message`,
+//! then `SNAPSHOTS count earliest latest compacts` (what `t$snapshots`
+//! shows right after, `none` if it could not be read). Maintenance may fail
+//! (another commit kept winning, the table was dropped under it): its errors
+//! are in `history.log` and the summary, and are no failure of their own.
 //!
 //! After the run (writers stopped, a final tiering) it checks:
 //! - (a) every row acknowledged in the current incarnation of `t` (its
@@ -44,8 +56,25 @@
 //!   contains "unknown" together with "outcome" (any case), or "may have been
 //!   written".
 //! - (e) the table keeps working: writes do not all fail for more than 10 s
-//!   in a row, and no DDL or tiering process is still running 60 s after the
-//!   run ended.
+//!   in a row, and no DDL, tiering or maintenance process is still running
+//!   60 s after the run ended.
+//! - (f) maintenance really happened, so that (a) to (d) also hold of a
+//!   maintained table: with `tier`, some snapshot of kind
+//!   `COMPACT` was seen (a compaction's answer, or `t$snapshots` read by a
+//!   maintenance process or after the final tiering) and some snapshot
+//!   expired (an expiry's answer, or an earliest snapshot after 1); with
+//!   `maint`, each procedure that ran to its end at least three times
+//!   succeeded at least once.
+//! - (g) no process (writer, reader, tiering, maintenance) failed because a
+//!   data file of `t` was missing (a `NotFound` or "No such file" error on
+//!   a `bucket-` path), unless a DROP began while it ran (and ended at most
+//!   5 s before the error): maintenance that deletes a file still
+//!   referenced shows there first, even when the incarnation it damaged is
+//!   dropped before the final reads.
+//!
+//! Maintenance that loses or duplicates rows is caught by (a), (b) and (d)
+//! on the final reads of `t` and `t$rt` (`t` after the final tiering is the
+//! Paimon table alone), and by (c) and (d) on the streaming reads.
 //!
 //! Whether a DROP whose process was killed (or that failed) dropped the
 //! table is found out from the next DDL process, which prints the table's
@@ -55,10 +84,11 @@
 //! Environment: `LAKESTREAM_HISTORY_SEED` replays a seed (the run prints
 //! `history seed: N`); `LAKESTREAM_HISTORY_SECS` sets the length (default 60);
 //! `LAKESTREAM_HISTORY_FAULTS` lists what is injected, of `kill`, `ddl`,
-//! `alter` and `tier` (tiering while writers write; without it only the final
-//! tiering runs); default all four, `none` for none. A seed replays the same
-//! plan (which action at which 100 ms tick); how the processes interleave
-//! is up to the machine. A failing run keeps its directory (warehouse,
+//! `alter`, `tier` (tiering while writers write; without it only the final
+//! tiering runs) and `maint` (the maintenance processes); default all five,
+//! `none` for none. A seed replays the same plan (which action at which
+//! 100 ms tick, and when a maintenance process is killed); how the
+//! processes interleave is up to the machine. A failing run keeps its directory (warehouse,
 //! store, each child's stderr, and `history.log`, every protocol line) and
 //! prints where it is.
 
@@ -75,6 +105,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use datafusion::arrow::array::{Array, Int64Array};
 use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::DataType;
+use datafusion::arrow::util::display::array_value_to_string;
 use futures::StreamExt;
 use paimon_lakestream::LakeStreamContext;
 
@@ -94,10 +125,37 @@ const WRITERS: usize = 3;
 const ID_BLOCK: i64 = 1_000_000;
 /// How long a streaming reader may take to show a row.
 const READER_GRACE_US: i64 = 5_000_000;
+/// Options of `t` that make maintenance happen often in a short run (a
+/// macro, so that [`CREATE`] and [`ENSURE`] can `concat!` it; read it as
+/// [`MAINTENANCE_OPTIONS`]). After a tiering round: manifests are merged
+/// once a snapshot names 4 (default 30), a bucket's data files once it has 3
+/// small ones (default 5), so every second or third round (the service tiers
+/// every second); snapshots expire beyond the newest 4, or beyond the newest
+/// 2 once older than 1 s (`parse_duration` syntax; defaults 10, none, 1 h).
+/// The thresholds are above the procedures' (which compact two files or
+/// manifests): between rounds a `CALL sys.compact` or `compact_manifest`
+/// has work to do, and so races the next round's commit.
+macro_rules! maintenance_options {
+    () => {
+        "'manifest.merge-min-count' = '4', 'compaction.min.file-num' = '3', \
+         'snapshot.num-retained.min' = '2', 'snapshot.num-retained.max' = '4', \
+         'snapshot.time-retained' = '1 s'"
+    };
+}
+/// The options of `t` that make maintenance happen often; see
+/// [`maintenance_options`].
+const MAINTENANCE_OPTIONS: &str = maintenance_options!();
 /// The table, as statements name it.
-const CREATE: &str = "CREATE TABLE t (id BIGINT, v STRING) WITH ('lakestream.enabled' = 'true')";
-const ENSURE: &str =
-    "CREATE TABLE IF NOT EXISTS t (id BIGINT, v STRING) WITH ('lakestream.enabled' = 'true')";
+const CREATE: &str = concat!(
+    "CREATE TABLE t (id BIGINT, v STRING) WITH ('lakestream.enabled' = 'true', ",
+    maintenance_options!(),
+    ")"
+);
+const ENSURE: &str = concat!(
+    "CREATE TABLE IF NOT EXISTS t (id BIGINT, v STRING) WITH ('lakestream.enabled' = 'true', ",
+    maintenance_options!(),
+    ")"
+);
 const DROP: &str = "DROP TABLE IF EXISTS t";
 const TIER: &str = "CALL sys.lakestream_tier('default.t')";
 /// Every write failing for longer than this is a failure of its own.
@@ -154,6 +212,13 @@ fn parse_ids(text: &str) -> Vec<i64> {
 pub(crate) fn says_outcome_unknown(message: &str) -> bool {
     let m = message.to_ascii_lowercase();
     (m.contains("unknown") && m.contains("outcome")) || m.contains("may have been written")
+}
+
+/// Whether an error says that a data file of the table was missing (a file
+/// that maintenance deleted too early, say).
+fn says_file_missing(message: &str) -> bool {
+    let m = message.to_ascii_lowercase();
+    (m.contains("notfound") || m.contains("no such file")) && m.contains("/bucket-")
 }
 
 // ---------------------------------------------------------------- children
@@ -214,6 +279,14 @@ async fn history_child() {
         "reader" => reader(&ctx).await,
         "tier" => tier_once(&ctx).await,
         "ddl" => ddl(&ctx, &env("HISTORY_SQL")).await,
+        "maint" => {
+            let what = env("HISTORY_MAINT");
+            let op = MaintOp::ALL
+                .into_iter()
+                .find(|op| op.name() == what)
+                .unwrap_or_else(|| panic!("unknown maintenance {what}"));
+            maint_once(&ctx, op).await;
+        }
         other => panic!("unknown role {other}"),
     }
 }
@@ -318,6 +391,181 @@ async fn tier_once(ctx: &LakeStreamContext) {
             emit(&format!("TIERED {start} {end} {rows}"));
         }
         Err(e) => emit(&format!("ERR {start} {end} {e}")),
+    }
+}
+
+/// A maintenance procedure a maintenance process runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum MaintOp {
+    Compact,
+    CompactManifest,
+    Expire,
+    Orphans,
+}
+
+impl MaintOp {
+    const ALL: [MaintOp; 4] = [
+        MaintOp::Compact,
+        MaintOp::CompactManifest,
+        MaintOp::Expire,
+        MaintOp::Orphans,
+    ];
+
+    fn name(self) -> &'static str {
+        match self {
+            MaintOp::Compact => "compact",
+            MaintOp::CompactManifest => "compact_manifest",
+            MaintOp::Expire => "expire_snapshots",
+            MaintOp::Orphans => "remove_orphan_files",
+        }
+    }
+
+    /// The statement, run at `now_us`: orphan files older than 30 s go.
+    fn sql(self, now_us: i64) -> String {
+        match self {
+            MaintOp::Compact => "CALL sys.compact('default.t')".to_string(),
+            MaintOp::CompactManifest => "CALL sys.compact_manifest('default.t')".to_string(),
+            MaintOp::Expire => "CALL sys.expire_snapshots(table => 'default.t')".to_string(),
+            MaintOp::Orphans => format!(
+                "CALL sys.remove_orphan_files(table => 'default.t', older_than => '{}', \
+                 dry_run => false)",
+                utc_timestamp(now_us - 30_000_000)
+            ),
+        }
+    }
+}
+
+/// `YYYY-MM-DD hh:mm:ss` (UTC) of microseconds since the epoch.
+fn utc_timestamp(us: i64) -> String {
+    let secs = us.div_euclid(1_000_000);
+    let (days, rest) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    // Howard Hinnant's `civil_from_days`.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02}",
+        rest / 3600,
+        rest / 60 % 60,
+        rest % 60
+    )
+}
+
+/// What `t$snapshots` shows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct SnapshotState {
+    count: i64,
+    earliest: Option<i64>,
+    latest: Option<i64>,
+    /// Snapshots of kind `COMPACT` (data or manifest compactions).
+    compacts: i64,
+}
+
+impl SnapshotState {
+    async fn read(ctx: &LakeStreamContext) -> Result<Self, String> {
+        let sql = "SELECT count(*), min(snapshot_id), max(snapshot_id), \
+                   sum(CASE WHEN commit_kind = 'COMPACT' THEN 1 ELSE 0 END) FROM t$snapshots";
+        let batches = ctx
+            .sql(sql)
+            .await
+            .map_err(one_line)?
+            .collect()
+            .await
+            .map_err(one_line)?;
+        let batch = batches
+            .iter()
+            .find(|b| b.num_rows() > 0)
+            .ok_or("t$snapshots: no answer")?;
+        let value = |i: usize| -> Result<Option<i64>, String> {
+            let column = cast(batch.column(i), &DataType::Int64).map_err(one_line)?;
+            let column = column
+                .as_any()
+                .downcast_ref::<Int64Array>()
+                .ok_or("not Int64")?;
+            Ok((!column.is_null(0)).then(|| column.value(0)))
+        };
+        Ok(Self {
+            count: value(0)?.unwrap_or(0),
+            earliest: value(1)?,
+            latest: value(2)?,
+            compacts: value(3)?.unwrap_or(0),
+        })
+    }
+
+    fn line(&self) -> String {
+        let opt = |v: Option<i64>| v.map_or("null".to_string(), |v| v.to_string());
+        format!(
+            "{} {} {} {}",
+            self.count,
+            opt(self.earliest),
+            opt(self.latest),
+            self.compacts
+        )
+    }
+
+    fn parse(fields: &str) -> Option<Self> {
+        let parts: Vec<&str> = fields.split(' ').collect();
+        let [count, earliest, latest, compacts] = parts[..] else {
+            return None;
+        };
+        let opt = |v: &str| -> Option<Option<i64>> {
+            match v {
+                "null" => Some(None),
+                v => v.parse().ok().map(Some),
+            }
+        };
+        Some(Self {
+            count: count.parse().ok()?,
+            earliest: opt(earliest)?,
+            latest: opt(latest)?,
+            compacts: compacts.parse().ok()?,
+        })
+    }
+}
+
+/// One maintenance procedure, then what `t$snapshots` shows.
+async fn maint_once(ctx: &LakeStreamContext, op: MaintOp) {
+    let start = now_us();
+    let sql = op.sql(start);
+    let result = match ctx.sql(&sql).await {
+        Ok(df) => df.collect().await.map_err(one_line),
+        Err(e) => Err(one_line(e)),
+    };
+    let end = now_us();
+    let what = op.name();
+    match result {
+        Ok(batches) => {
+            let mut answer = Vec::new();
+            for batch in &batches {
+                for row in 0..batch.num_rows() {
+                    for (i, field) in batch.schema().fields().iter().enumerate() {
+                        let column = batch.column(i);
+                        let value = if column.is_null(row) {
+                            "null".to_string()
+                        } else {
+                            array_value_to_string(column, row).unwrap_or_else(one_line)
+                        };
+                        answer.push(format!(
+                            "{}={}",
+                            field.name(),
+                            value.replace([' ', ','], "_")
+                        ));
+                    }
+                }
+            }
+            emit(&format!("MAINT {start} {end} {what} {}", answer.join(",")));
+        }
+        Err(e) => emit(&format!("ERR {start} {end} {what} {e}")),
+    }
+    match SnapshotState::read(ctx).await {
+        Ok(state) => emit(&format!("SNAPSHOTS {}", state.line())),
+        Err(_) => emit("SNAPSHOTS none"),
     }
 }
 
@@ -450,6 +698,7 @@ enum Kind {
     Reader,
     Adhoc,
     Ddl,
+    Maint { op: MaintOp },
 }
 
 impl Kind {
@@ -460,6 +709,7 @@ impl Kind {
             Kind::Reader => "reader",
             Kind::Adhoc => "adhoc-tier",
             Kind::Ddl => "ddl",
+            Kind::Maint { .. } => "maint",
         }
     }
 }
@@ -487,17 +737,19 @@ struct Faults {
     /// Tiering while writers write: the service, ad-hoc tierings and the
     /// writers' own background tiering. Without it, only the final tiering.
     tier: bool,
+    /// Maintenance processes (compaction, expiry, orphan file removal).
+    maint: bool,
 }
 
 impl Faults {
     fn from_env() -> Self {
         let text = std::env::var("LAKESTREAM_HISTORY_FAULTS")
-            .unwrap_or_else(|_| "kill,ddl,alter,tier".to_string());
+            .unwrap_or_else(|_| "kill,ddl,alter,tier,maint".to_string());
         let words: HashSet<&str> = text.split(',').map(str::trim).collect();
         for word in &words {
             assert!(
-                ["kill", "ddl", "alter", "tier", "none", ""].contains(word),
-                "LAKESTREAM_HISTORY_FAULTS: unknown fault '{word}' (kill, ddl, alter, tier, none)"
+                ["kill", "ddl", "alter", "tier", "maint", "none", ""].contains(word),
+                "LAKESTREAM_HISTORY_FAULTS: unknown fault '{word}' (kill, ddl, alter, tier, maint, none)"
             );
         }
         Self {
@@ -505,6 +757,7 @@ impl Faults {
             ddl: words.contains("ddl"),
             alter: words.contains("alter"),
             tier: words.contains("tier"),
+            maint: words.contains("maint"),
         }
     }
 }
@@ -518,7 +771,29 @@ struct Counters {
     adhoc_ok: u64,
     adhoc_rows: i64,
     adhoc_errors: Vec<String>,
+    /// Maintenance processes by procedure.
+    maint: BTreeMap<MaintOp, MaintCount>,
+    /// Compactions (data or manifests) that answered a snapshot they published.
+    maint_published: u64,
+    /// Snapshots expiries on request expired.
+    maint_expired: u64,
+    /// Files orphan file removals deleted.
+    maint_orphans: u64,
+    /// Failed procedures: what, when, the error.
+    maint_errors: Vec<String>,
+    /// What `t$snapshots` showed after the maintenance processes.
+    snapshot_samples: Vec<SnapshotState>,
+    /// Lines that say a data file was missing: process, when, the line.
+    missing_files: Vec<(usize, i64, String)>,
     fatal: Vec<String>,
+}
+
+/// How the maintenance processes running one procedure went.
+#[derive(Debug, Default, Clone, Copy)]
+struct MaintCount {
+    started: u64,
+    ok: u64,
+    failed: u64,
 }
 
 // ---------------------------------------------------------------- the run
@@ -541,6 +816,9 @@ struct Run {
     reader: Option<usize>,
     adhoc: Option<usize>,
     ddl: Option<usize>,
+    maint: Option<usize>,
+    /// When the running maintenance process is killed, if it is.
+    maint_kill_at: Option<Instant>,
     /// After a DDL process that may have left no table: create it if missing.
     need_ensure: bool,
     /// The run is over: kills from now on are how it stops, not faults.
@@ -609,6 +887,8 @@ impl Run {
             reader: None,
             adhoc: None,
             ddl: None,
+            maint: None,
+            maint_kill_at: None,
             need_ensure: false,
             stopping: false,
             known_incarnation: None,
@@ -730,6 +1010,13 @@ impl Run {
         self.adhoc = Some(self.spawn(Kind::Adhoc, command));
     }
 
+    fn spawn_maint(&mut self, op: MaintOp) {
+        let mut command = self.child("maint", "off");
+        command.env("HISTORY_MAINT", op.name());
+        self.counters.maint.entry(op).or_default().started += 1;
+        self.maint = Some(self.spawn(Kind::Maint { op }, command));
+    }
+
     fn spawn_ddl(&mut self, ops: &[DdlOp], killable: bool) -> usize {
         let column = self.next_column;
         if ops.contains(&DdlOp::Alter) {
@@ -797,6 +1084,11 @@ impl Run {
     fn line(&mut self, key: usize, line: &str) {
         let kind = self.procs[key].kind;
         let _ = writeln!(self.log, "{key} {} {line}", kind.name());
+        if says_file_missing(line) {
+            self.counters
+                .missing_files
+                .push((key, now_us(), line.to_string()));
+        }
         if kind == Kind::Service {
             // `tiered <n> rows of default.t`
             if let Some(rest) = line.strip_prefix("tiered ") {
@@ -841,7 +1133,55 @@ impl Run {
                 }
             }
             Kind::Ddl => self.ddl_line(key, word, fields),
+            Kind::Maint { op } => self.maint_line(op, word, fields),
             Kind::Service => {}
+        }
+    }
+
+    fn maint_line(&mut self, op: MaintOp, word: &str, fields: &str) {
+        if word == "SNAPSHOTS" {
+            if let Some(state) = SnapshotState::parse(fields) {
+                self.counters.snapshot_samples.push(state);
+            }
+            return;
+        }
+        let mut parts = fields.splitn(4, ' ');
+        let start = parts.next().and_then(|t| t.parse::<i64>().ok());
+        let _end = parts.next();
+        let _what = parts.next();
+        let rest = parts.next().unwrap_or("");
+        let count = self.counters.maint.entry(op).or_default();
+        match word {
+            "MAINT" => {
+                count.ok += 1;
+                let answer: HashMap<&str, &str> = rest
+                    .split(',')
+                    .filter_map(|kv| kv.split_once('='))
+                    .collect();
+                let number = |key: &str| -> u64 {
+                    answer
+                        .get(key)
+                        .and_then(|v| v.parse().ok())
+                        .unwrap_or_default()
+                };
+                match op {
+                    MaintOp::Compact | MaintOp::CompactManifest => {
+                        if answer.get("snapshot_id").is_some_and(|v| *v != "null") {
+                            self.counters.maint_published += 1;
+                        }
+                    }
+                    MaintOp::Expire => self.counters.maint_expired += number("expired_snapshots"),
+                    MaintOp::Orphans => self.counters.maint_orphans += number("deleted_files"),
+                }
+            }
+            "ERR" => {
+                count.failed += 1;
+                let at = start.map(|s| self.at(s)).unwrap_or_default();
+                self.counters
+                    .maint_errors
+                    .push(format!("{} at {at}: {rest}", op.name()));
+            }
+            _ => {}
         }
     }
 
@@ -1028,11 +1368,20 @@ impl Run {
         let ddl_until = self.ticks * 85 / 100;
         let start = Instant::now();
         for tick in 0..self.ticks {
-            self.pump_until(start + TICK * (tick as u32 + 1));
+            let tick_end = start + TICK * (tick as u32 + 1);
+            if let Some(at) = self.maint_kill_at.filter(|at| *at < tick_end) {
+                self.pump_until(at);
+                self.reap();
+                self.maint_kill_at = None;
+                if let Some(key) = self.maint {
+                    self.kill(key);
+                }
+            }
+            self.pump_until(tick_end);
             self.reap();
             // The same draws every tick, whatever the processes did: a seed
             // replays the same plan.
-            let r: Vec<f64> = (0..10).map(|_| self.rng.unit()).collect();
+            let r: Vec<f64> = (0..13).map(|_| self.rng.unit()).collect();
             self.act(tick, ddl_until, &r);
         }
         self.finish()
@@ -1081,6 +1430,16 @@ impl Run {
         if self.faults.tier && !self.running(self.adhoc) && r[4] < 1.0 / 50.0 {
             self.spawn_adhoc();
         }
+        // Maintenance, one process at a time, about every 2 s. A maintenance
+        // process lives 0.1 to 0.4 s (its procedure takes 20 to 300 ms), so
+        // a third of them are killed 10 to 310 ms after they started, between
+        // ticks (see `go`): while starting, in the procedure, or after it.
+        if self.faults.maint && !self.running(self.maint) && r[10] < 1.0 / 15.0 {
+            let op = MaintOp::ALL[(r[11] * 4.0) as usize % 4];
+            self.spawn_maint(op);
+            self.maint_kill_at = (self.faults.kill && r[12] < 1.0 / 3.0)
+                .then(|| Instant::now() + Duration::from_millis(10 + (r[12] * 3.0 * 300.0) as u64));
+        }
         if !self.running(self.ddl) {
             if let Some(key) = self.ddl {
                 if self.may_lack_table(key) {
@@ -1111,6 +1470,7 @@ impl Run {
                 victims.push(key);
             }
             victims.extend(self.adhoc);
+            victims.extend(self.maint);
             victims.retain(|k| self.procs[*k].child.is_some());
             if !victims.is_empty() {
                 let key = victims[(r[9] * victims.len() as f64) as usize % victims.len()];
@@ -1130,11 +1490,11 @@ impl Run {
         }
         // Short-lived processes finish what they do.
         let waited = Instant::now();
-        while self.running(self.ddl) || self.running(self.adhoc) {
+        while self.running(self.ddl) || self.running(self.adhoc) || self.running(self.maint) {
             self.pump_until(Instant::now() + TICK);
             self.reap();
             if waited.elapsed() > Duration::from_secs(60) {
-                for key in [self.ddl, self.adhoc].into_iter().flatten() {
+                for key in [self.ddl, self.adhoc, self.maint].into_iter().flatten() {
                     if self.procs[key].child.is_some() {
                         let started = self.procs[key].started;
                         self.hung.push(format!(
@@ -1206,11 +1566,13 @@ impl Run {
             let ctx = fresh().await;
             let t_after = try_ids(&ctx, "SELECT id FROM t").await;
             let rt_after = try_ids(&ctx, "SELECT id FROM t$rt").await;
+            let snapshots = SnapshotState::read(&ctx).await;
             Finals {
                 rt_before,
                 tier,
                 t_after,
                 rt_after,
+                snapshots,
             }
         });
         self.check(&finals)
@@ -1464,6 +1826,9 @@ impl Run {
             stuck(from, last.start, n, &message, &mut failures);
         }
 
+        self.check_maintained(finals, &mut failures);
+        self.check_missing_files(&drops, &mut failures);
+
         // The streaming readers.
         let mut readers_checked = 0;
         let mut reader_errors = Vec::new();
@@ -1482,6 +1847,90 @@ impl Run {
         Report {
             summary: self.summary(&drops, &classes, finals, readers_checked, &reader_errors),
             failures,
+        }
+    }
+
+    /// (g): no process found a data file missing, unless a DROP (which
+    /// deletes the files) began while it ran, and ended at most 5 s before.
+    fn check_missing_files(&self, drops: &[DropRec], failures: &mut Failures) {
+        for (key, at, line) in &self.counters.missing_files {
+            let proc = &self.procs[*key];
+            // A DROP that began before the error, after (or soon after) the
+            // process started, and had ended at most 5 s before the error.
+            if drops
+                .iter()
+                .any(|d| d.start <= *at && d.end >= proc.started && *at - d.end < 5_000_000)
+            {
+                continue;
+            }
+            let short: String = line.chars().take(400).collect();
+            failures.add(
+                "(g) a process found a data file missing (no DROP while it ran)",
+                format!(
+                    "{} process {key} (started {}), at {}: {short}",
+                    proc.kind.name(),
+                    self.at(proc.started),
+                    self.at(*at)
+                ),
+            );
+        }
+    }
+
+    /// (f): the run did exercise maintenance, so that the checks above were
+    /// checks of a maintained table.
+    fn check_maintained(&self, finals: &Finals, failures: &mut Failures) {
+        let c = &self.counters;
+        if let Err(e) = &finals.snapshots {
+            failures.add(
+                "reading t$snapshots after the final tiering failed",
+                e.clone(),
+            );
+        }
+        for (op, count) in &c.maint {
+            if count.ok == 0 && count.ok + count.failed >= 3 {
+                failures.add(
+                    "(f) a maintenance procedure that ran at least 3 times never succeeded",
+                    format!(
+                        "{}: {} failed, e.g. {}",
+                        op.name(),
+                        count.failed,
+                        c.maint_errors
+                            .iter()
+                            .find(|e| e.starts_with(&format!("{} at", op.name())))
+                            .cloned()
+                            .unwrap_or_default()
+                    ),
+                );
+            }
+        }
+        // Without tiering during the run, only the final tiering commits to
+        // Paimon: nothing to compact or expire before it.
+        if !self.faults.tier {
+            return;
+        }
+        let states = c
+            .snapshot_samples
+            .iter()
+            .chain(finals.snapshots.as_ref().ok());
+        let compacted = c.maint_published > 0 || states.clone().any(|s| s.compacts > 0);
+        let expired = c.maint_expired > 0 || states.clone().any(|s| s.earliest > Some(1));
+        if !compacted {
+            failures.add(
+                "(f) no compaction was seen during the run",
+                format!(
+                    "no compaction answered a snapshot, and t$snapshots never showed a COMPACT one ({} reads)",
+                    c.snapshot_samples.len() + usize::from(finals.snapshots.is_ok())
+                ),
+            );
+        }
+        if !expired {
+            failures.add(
+                "(f) no snapshot expired during the run",
+                format!(
+                    "no expiry answered an expired snapshot, and t$snapshots never began after snapshot 1 ({} reads)",
+                    c.snapshot_samples.len() + usize::from(finals.snapshots.is_ok())
+                ),
+            );
         }
     }
 
@@ -1747,6 +2196,62 @@ impl Run {
             let short: String = e.chars().take(160).collect();
             let _ = writeln!(s, "    ad-hoc tiering failed: {short}");
         }
+        let c = &self.counters;
+        let by_op: Vec<String> = c
+            .maint
+            .iter()
+            .map(|(op, n)| {
+                format!(
+                    "{} {} started, {} ok, {} failed",
+                    op.name(),
+                    n.started,
+                    n.ok,
+                    n.failed
+                )
+            })
+            .collect();
+        let _ = writeln!(
+            s,
+            "  maintenance (t WITH {MAINTENANCE_OPTIONS}): {}",
+            if by_op.is_empty() {
+                "none run".to_string()
+            } else {
+                by_op.join("; ")
+            }
+        );
+        let most_compacts = c.snapshot_samples.iter().map(|s| s.compacts).max();
+        let latest_earliest = c.snapshot_samples.iter().filter_map(|s| s.earliest).max();
+        let _ = writeln!(
+            s,
+            "    {} compactions published a snapshot, {} snapshots expired, {} orphan files deleted (on request); \
+             t$snapshots read {} times after them: most COMPACT snapshots at once {most_compacts:?}, latest earliest snapshot {latest_earliest:?}",
+            c.maint_published,
+            c.maint_expired,
+            c.maint_orphans,
+            c.snapshot_samples.len()
+        );
+        let mut maint_errors: BTreeMap<String, usize> = BTreeMap::new();
+        for e in &c.maint_errors {
+            // Without the time, so that alike errors count together.
+            let (op, rest) = e.split_once(" at ").unwrap_or((e, ""));
+            let message = rest.split_once(": ").map_or(rest, |(_, m)| m);
+            let short: String = message.chars().take(140).collect();
+            *maint_errors.entry(format!("{op}: {short}")).or_default() += 1;
+        }
+        for (e, n) in maint_errors.iter().take(8) {
+            let _ = writeln!(s, "    maintenance failed ×{n}: {e}");
+        }
+        let _ = writeln!(
+            s,
+            "  t$snapshots after the final tiering: {}",
+            match &finals.snapshots {
+                Ok(st) => format!(
+                    "{} snapshots ({:?}..{:?}), {} COMPACT",
+                    st.count, st.earliest, st.latest, st.compacts
+                ),
+                Err(e) => format!("error: {e}"),
+            }
+        );
         let seen: usize = self.readers.iter().map(|r| r.seen.len()).sum();
         let _ = writeln!(
             s,
@@ -1781,6 +2286,8 @@ struct Finals {
     tier: Result<(), String>,
     t_after: Result<Vec<i64>, String>,
     rt_after: Result<Vec<i64>, String>,
+    /// `t$snapshots` after the final tiering (and the maintenance it runs).
+    snapshots: Result<SnapshotState, String>,
 }
 
 /// Failures by what went wrong, with examples.
