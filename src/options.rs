@@ -690,7 +690,13 @@ mod tests {
                 ..AutoMaintenance::NONE
             })
         );
-        for bad in ["", "compact,", "all,compact", "vacuum", "compact;expire_snapshots"] {
+        for bad in [
+            "",
+            "compact,",
+            "all,compact",
+            "vacuum",
+            "compact;expire_snapshots",
+        ] {
             assert!(AutoMaintenance::parse(bad).is_err(), "{bad}");
         }
         let none = opts(&[]);
@@ -701,7 +707,10 @@ mod tests {
         let err = AutoMaintenance::of_table("db.t", &opts(&[(MAINTENANCE, "x")]))
             .unwrap_err()
             .to_string();
-        assert!(err.contains("lakestream.maintenance") && err.contains("db.t"), "{err}");
+        assert!(
+            err.contains("lakestream.maintenance") && err.contains("db.t"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -429,8 +429,8 @@ pub async fn expire_snapshots(table: &Table, request: Expiry) -> Result<Option<E
 /// does without those options, so it refuses such a table.
 pub fn decoupled_changelog(table: &Table) -> Option<&'static str> {
     let options = table.schema().options();
-    let producer = paimon::spec::CoreOptions::new(options).changelog_producer();
-    if producer.eq_ignore_ascii_case("none") {
+    let core = paimon::spec::CoreOptions::new(options);
+    if core.changelog_producer().eq_ignore_ascii_case("none") {
         return None;
     }
     [

@@ -479,7 +479,13 @@ async fn maintenance_reports_progress_and_waits_for_a_running_tiering() {
         tokio::time::sleep(std::time::Duration::from_millis(1)).await;
     }
     tiering.await.expect("join").expect("tiering");
-    compaction.await.expect("join").expect("compaction");
+    let report = compaction.await.expect("join").expect("compaction");
+    // It waited for the whole tiering: it compacted all 40 files.
+    let files_before = report
+        .first()
+        .and_then(|b| b.column_by_name("files_before"))
+        .map(|c| array_value_to_string(c, 0).expect("a value"));
+    assert_eq!(files_before.as_deref(), Some("40"), "{report:?}");
     let files: Vec<_> = compacting
         .iter()
         .filter(|w| w.activity == "compacting")
@@ -496,9 +502,10 @@ async fn maintenance_reports_progress_and_waits_for_a_running_tiering() {
     );
     assert_eq!(rows(&ctx, "SELECT count(*) FROM pr$files").await, ["1"]);
 
-    // Expiry shows too, counted in the files it deletes.
+    // Expiry shows too, counted in the files it deletes: every snapshot but
+    // the newest, and the 40 small files only they name.
     let expiry =
-        call("CALL sys.expire_snapshots(table => 'default.pr', retain_min => 1, retain_max => 1)");
+        call("CALL sys.expire_snapshots(table => 'default.pr', retain_min => 1, retain_max => 1, max_deletes => 100)");
     let mut expiring = Vec::new();
     while !expiry.is_finished() {
         expiring.extend(on_board("expiring snapshots"));
