@@ -74,6 +74,35 @@ pub fn write_only(table: &Table) -> bool {
         .is_some_and(|v| v.eq_ignore_ascii_case("true"))
 }
 
+/// What [`compact`] did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Compaction {
+    /// The data-file compaction, if one was published.
+    pub data: Option<DataCompaction>,
+    /// The manifest compaction, if one was published.
+    pub manifests: Option<ManifestCompaction>,
+}
+
+/// Compacts `table`'s small data files (when `data`), then its manifests
+/// (when `manifests`): the maintenance after a tiering round, and `CALL
+/// sys.compact`. A data compaction leaves delete entries for the files it
+/// replaced in the manifests, which every scan then reads and drops: after
+/// one, the manifests are compacted whatever their count, as Paimon's full
+/// compaction of manifests does once deletes pile up; otherwise when
+/// [`When`] says.
+pub async fn compact(table: &Table, when: When, data: bool, manifests: bool) -> Result<Compaction> {
+    let data = match data {
+        true => compact_data_files(table, when).await?,
+        false => None,
+    };
+    let manifests = match (manifests, &data) {
+        (false, _) => None,
+        (true, Some(_)) => compact_manifests(table, When::Asked).await?,
+        (true, None) => compact_manifests(table, When::Needed).await?,
+    };
+    Ok(Compaction { data, manifests })
+}
+
 /// When [`compact_manifests`] runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum When {
@@ -109,8 +138,37 @@ pub async fn compact_manifests(table: &Table, when: When) -> Result<Option<Manif
             })?,
         None => DEFAULT_MERGE_MIN_COUNT,
     };
+    retrying(table, "manifest compactions", || {
+        attempt(table, when, min_count)
+    })
+    .await
+}
+
+/// One try of a compaction, from the newest snapshot it read.
+pub(crate) enum Attempt<T> {
+    /// Nothing to do.
+    Nothing,
+    /// Published.
+    Done(T),
+    /// Another commit published the successor first; what it wrote is
+    /// deleted.
+    Lost,
+}
+
+/// Runs `attempt` until it publishes or finds nothing to do, starting
+/// again from the newer snapshot each time it loses the race to publish,
+/// [`ATTEMPTS`] times at most; `what` names the tries in the error.
+pub(crate) async fn retrying<T, F, Fut>(
+    table: &Table,
+    what: &str,
+    mut attempt: F,
+) -> Result<Option<T>>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<Attempt<T>>>,
+{
     for _ in 0..ATTEMPTS {
-        match attempt(table, when, min_count).await? {
+        match attempt().await? {
             Attempt::Nothing => return Ok(None),
             Attempt::Done(report) => return Ok(Some(report)),
             Attempt::Lost => continue,
@@ -119,28 +177,39 @@ pub async fn compact_manifests(table: &Table, when: When) -> Result<Option<Manif
     Err(Error::MaintenanceFailed {
         table: table.identifier().full_name(),
         reason: format!(
-            "other commits kept winning: {ATTEMPTS} manifest compactions in a row found a newer \
-             snapshot when they published; run it again when the table is quieter"
+            "other commits kept winning: {ATTEMPTS} {what} in a row found a newer snapshot when \
+             they published; run it again when the table is quieter"
         ),
     })
 }
 
-enum Attempt {
-    Nothing,
-    Done(ManifestCompaction),
-    Lost,
+/// The manifests `latest` names: its base manifest list's, then its delta
+/// manifest list's.
+pub(crate) async fn manifests_of(
+    table: &Table,
+    latest: &Snapshot,
+) -> Result<Vec<ManifestFileMeta>> {
+    let file_io = table.file_io();
+    let manifest_dir = table.snapshot_manager().manifest_dir();
+    let path = |name: &str| format!("{manifest_dir}/{name}");
+    let mut metas = ManifestList::read(file_io, &path(latest.base_manifest_list())).await?;
+    metas.extend(ManifestList::read(file_io, &path(latest.delta_manifest_list())).await?);
+    Ok(metas)
 }
 
-async fn attempt(table: &Table, when: When, min_count: usize) -> Result<Attempt> {
+async fn attempt(
+    table: &Table,
+    when: When,
+    min_count: usize,
+) -> Result<Attempt<ManifestCompaction>> {
     let snapshots = table.snapshot_manager();
     let Some(latest) = snapshots.get_latest_snapshot().await? else {
         return Ok(Attempt::Nothing);
     };
+    let metas = manifests_of(table, &latest).await?;
     let file_io = table.file_io();
     let manifest_dir = snapshots.manifest_dir();
     let path = |name: &str| format!("{manifest_dir}/{name}");
-    let mut metas = ManifestList::read(file_io, &path(latest.base_manifest_list())).await?;
-    metas.extend(ManifestList::read(file_io, &path(latest.delta_manifest_list())).await?);
     let deletes = metas.iter().any(|m| m.num_deleted_files() > 0);
     let needed = match when {
         When::Needed => metas.len() >= min_count.max(2),
@@ -232,26 +301,51 @@ async fn attempt(table: &Table, when: When, min_count: usize) -> Result<Attempt>
         }
     };
 
-    let (snapshot_id, published) = publish(
+    let published = publish_or_discard(
         table,
         &latest,
         latest.schema_id(),
+        (base, delta),
+        &created,
+        "compact-manifest",
+    )
+    .await?;
+    Ok(published.map_or(Attempt::Lost, |snapshot_id| {
+        Attempt::Done(ManifestCompaction {
+            snapshot_id,
+            manifests_before: metas.len(),
+            manifests_after,
+            data_files,
+        })
+    }))
+}
+
+/// [`publish`]es, with the failpoints `<failpoints>-before-publish` and
+/// `<failpoints>-after-publish`; when another commit won, deletes the files
+/// the compaction `created` and answers `None`.
+pub(crate) async fn publish_or_discard(
+    table: &Table,
+    latest: &Snapshot,
+    schema_id: i64,
+    (base, delta): (String, String),
+    created: &[String],
+    failpoints: &str,
+) -> Result<Option<i64>> {
+    let (snapshot_id, published) = publish(
+        table,
+        latest,
+        schema_id,
         base,
         delta,
-        "compact-manifest-before-publish",
-        "compact-manifest-after-publish",
+        &format!("{failpoints}-before-publish"),
+        &format!("{failpoints}-after-publish"),
     )
     .await?;
     if !published {
-        delete_all(table, &created).await;
-        return Ok(Attempt::Lost);
+        delete_all(table, created).await;
+        return Ok(None);
     }
-    Ok(Attempt::Done(ManifestCompaction {
-        snapshot_id,
-        manifests_before: metas.len(),
-        manifests_after,
-        data_files,
-    }))
+    Ok(Some(snapshot_id))
 }
 
 /// Publishes a `COMPACT` snapshot of schema `schema_id` with manifest lists

@@ -31,14 +31,16 @@ use futures::TryStreamExt;
 use paimon::spec::{CoreOptions, DataFileMeta, FileKind, ManifestEntry, ManifestList};
 use paimon::table::{DataSplit, Table};
 
-use super::{corrupt, delete_all, publish, read_live, write_manifest, Live, When};
+use super::{
+    corrupt, delete_all, manifests_of, publish_or_discard, read_live, retrying, write_manifest,
+    Attempt, Live, When,
+};
 use crate::error::{Error, Result};
 
 const MIN_FILE_NUM: &str = "compaction.min.file-num";
 const MAX_FILE_NUM: &str = "compaction.max.file-num";
 const DEFAULT_MIN_FILE_NUM: usize = 5;
 const DEFAULT_MAX_FILE_NUM: usize = 50;
-const ATTEMPTS: usize = 5;
 
 /// What a data-file compaction did.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -102,60 +104,27 @@ pub async fn compact_data_files(table: &Table, when: When) -> Result<Option<Data
         When::Asked => 2,
     };
     let max_files = count(MAX_FILE_NUM, DEFAULT_MAX_FILE_NUM)?.max(2);
-    for _ in 0..ATTEMPTS {
-        match attempt(table, min_files, max_files, keyed).await? {
-            Attempt::Nothing => return Ok(None),
-            Attempt::Done(report) => return Ok(Some(report)),
-            Attempt::Lost => continue,
-            // After a tiering round the next round, with the table loaded
-            // again, compacts; on request the caller is told.
-            Attempt::Stale(_) if when == When::Needed => return Ok(None),
-            Attempt::Stale(newest) => {
-                return Err(Error::MaintenanceFailed {
-                    table: table.identifier().full_name(),
-                    reason: format!(
-                        "its schema changed since it was loaded (its files are of schema \
-                         {newest}, the table was loaded with schema {}); nothing was compacted, \
-                         run it again",
-                        table.schema().id()
-                    ),
-                })
-            }
-        }
-    }
-    Err(Error::MaintenanceFailed {
-        table: table.identifier().full_name(),
-        reason: format!(
-            "other commits kept winning: {ATTEMPTS} data-file compactions in a row found a \
-             newer snapshot when they published; run it again when the table is quieter"
-        ),
+    retrying(table, "data-file compactions", || {
+        attempt(table, when, min_files, max_files, keyed)
     })
-}
-
-enum Attempt {
-    Nothing,
-    Done(DataCompaction),
-    Lost,
-    /// Files of a newer schema than `table` was loaded with: the newest
-    /// schema's id.
-    Stale(i64),
+    .await
 }
 
 async fn attempt(
     table: &Table,
+    when: When,
     min_files: usize,
     max_files: usize,
     keyed: bool,
-) -> Result<Attempt> {
+) -> Result<Attempt<DataCompaction>> {
     let snapshots = table.snapshot_manager();
     let Some(latest) = snapshots.get_latest_snapshot().await? else {
         return Ok(Attempt::Nothing);
     };
+    let metas = manifests_of(table, &latest).await?;
     let file_io = table.file_io();
     let manifest_dir = snapshots.manifest_dir();
     let path = |name: &str| format!("{manifest_dir}/{name}");
-    let mut metas = ManifestList::read(file_io, &path(latest.base_manifest_list())).await?;
-    metas.extend(ManifestList::read(file_io, &path(latest.delta_manifest_list())).await?);
     let (live, _, _) = read_live(table, &latest, &metas, None).await?;
     // The files are read and written again through `table`'s schema: one
     // loaded before an `ALTER TABLE` would drop the columns that files of a
@@ -167,7 +136,19 @@ async fn attempt(
         .max()
         .unwrap_or_default();
     if newest > table.schema().id() {
-        return Ok(Attempt::Stale(newest));
+        // After a tiering round the next round, with the table loaded
+        // again, compacts; on request the caller is told.
+        if when == When::Needed {
+            return Ok(Attempt::Nothing);
+        }
+        return Err(Error::MaintenanceFailed {
+            table: table.identifier().full_name(),
+            reason: format!(
+                "its schema changed since it was loaded (its files are of schema {newest}, the \
+                 table was loaded with schema {}); nothing was compacted, run it again",
+                table.schema().id()
+            ),
+        });
     }
 
     // The small files of each partition's bucket, in commit order; of a
@@ -194,7 +175,10 @@ async fn attempt(
     if groups.is_empty() {
         return Ok(Attempt::Nothing);
     }
-    if !keyed {
+    // After a commit, `compaction.max.file-num` bounds the work; asked for,
+    // every small file is compacted (the writer rolls its output at the
+    // target size), as Java Paimon's full compaction does.
+    if !keyed && when == When::Needed {
         for files in groups.values_mut() {
             files.truncate(max_files);
         }
@@ -385,25 +369,22 @@ async fn attempt(
             return Err(e);
         }
     };
-    let (snapshot_id, published) = publish(
+    let published = publish_or_discard(
         table,
         &latest,
         // The new files' schema, as Paimon's commits name the table's.
         latest.schema_id().max(table.schema().id()),
-        base,
-        delta,
-        "compact-data-before-publish",
-        "compact-data-after-publish",
+        (base, delta),
+        &created,
+        "compact-data",
     )
     .await?;
-    if !published {
-        delete_all(table, &created).await;
-        return Ok(Attempt::Lost);
-    }
-    Ok(Attempt::Done(DataCompaction {
-        snapshot_id,
-        files_before,
-        files_after,
-        rows: new_rows,
+    Ok(published.map_or(Attempt::Lost, |snapshot_id| {
+        Attempt::Done(DataCompaction {
+            snapshot_id,
+            files_before,
+            files_after,
+            rows: new_rows,
+        })
     }))
 }

@@ -34,7 +34,7 @@ use super::tier::{one_row, resolve, Target};
 use crate::error::Result;
 use crate::maintenance::expire::{expire_snapshots, Expiry};
 use crate::maintenance::orphans::{find_orphan_files, remove_orphan_files};
-use crate::maintenance::{compact_data_files, compact_manifests, When};
+use crate::maintenance::{compact, compact_manifests, Compaction, When};
 use crate::planner::PlannerState;
 
 /// A maintenance procedure.
@@ -172,9 +172,11 @@ impl Job {
                 ]
             }
             Job::Compact => {
-                let done = compact_data_files(table, When::Asked).await?;
                 // Then the manifests, as Paimon's full compaction leaves them.
-                let manifests = compact_manifests(table, When::Needed).await?;
+                let Compaction {
+                    data: done,
+                    manifests,
+                } = compact(table, When::Asked, true, true).await?;
                 let snapshot = manifests
                     .map(|m| m.snapshot_id)
                     .or(done.as_ref().map(|d| d.snapshot_id));

@@ -616,15 +616,12 @@ impl Inner {
         state
             // Boxed: maintenance futures are large, and a caller's stack in
             // a debug build is not.
-            .with_tiering_lock(Box::pin(async {
-                if auto.compact {
-                    maintenance::compact_data_files(table, maintenance::When::Needed).await?;
-                }
-                if auto.compact_manifest {
-                    maintenance::compact_manifests(table, maintenance::When::Needed).await?;
-                }
-                Ok(())
-            }))
+            .with_tiering_lock(Box::pin(maintenance::compact(
+                table,
+                maintenance::When::Needed,
+                auto.compact,
+                auto.compact_manifest,
+            )))
             .await
             .map_err(|e| failed("compacting its files", e))?;
         // A table that keeps its changelog apart from its snapshots is
