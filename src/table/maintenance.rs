@@ -15,22 +15,21 @@
 //!
 //! On a lake-stream table of the catalog's store each runs under the
 //! store's commit lock ([`crate::catalog::LakeStreamCatalog::maintain`]), as
-//! the maintenance after a tiering round does.
+//! the maintenance after a tiering round does. Like the store's procedures,
+//! each is a [`ProcedureTable`]: planning a scan of it runs it.
 
 use std::sync::Arc;
 
-use async_trait::async_trait;
-use datafusion::arrow::array::{ArrayRef, Int64Array, StringArray, UInt64Array};
+use datafusion::arrow::array::{ArrayRef, Int64Array, UInt64Array};
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
-use datafusion::catalog::{Session, TableFunctionArgs, TableFunctionImpl};
+use datafusion::catalog::{TableFunctionArgs, TableFunctionImpl};
 use datafusion::common::ScalarValue;
-use datafusion::datasource::{TableProvider, TableType};
+use datafusion::datasource::TableProvider;
 use datafusion::error::{DataFusionError, Result as DFResult};
 use datafusion::logical_expr::Expr;
-use datafusion::physical_plan::ExecutionPlan;
 use paimon::table::Table;
 
-use super::tier::{one_row, resolve, Target};
+use super::tier::{resolve, ProcedureTable, Run};
 use crate::error::Result;
 use crate::maintenance::expire::{expire_snapshots, Expiry};
 use crate::maintenance::orphans::{find_orphan_files, remove_orphan_files};
@@ -143,7 +142,7 @@ impl Maintenance {
 
 /// A procedure with its arguments.
 #[derive(Debug, Clone)]
-enum Job {
+pub(super) enum Job {
     CompactManifest,
     Compact,
     ExpireSnapshots(Expiry),
@@ -156,7 +155,7 @@ enum Job {
 impl Job {
     /// Runs it on `table`, answering its row's columns after the table's
     /// name.
-    async fn run(self, table: &Table) -> Result<Vec<ArrayRef>> {
+    pub(super) async fn run(self, table: &Table) -> Result<Vec<ArrayRef>> {
         let count = |n: usize| u64::try_from(n).unwrap_or(u64::MAX);
         Ok(match self {
             Job::CompactManifest => {
@@ -326,9 +325,9 @@ impl TableFunctionImpl for MaintenanceFunction {
             },
         };
         let target = resolve(&self.state, &args, function, name)?;
-        Ok(Arc::new(MaintenanceTable {
+        Ok(Arc::new(ProcedureTable {
             target,
-            job,
+            run: Run::Maintenance(job),
             schema: procedure.schema(),
         }))
     }
@@ -343,46 +342,5 @@ fn timestamp_ms(value: &ScalarValue) -> Option<u64> {
     {
         ScalarValue::TimestampMillisecond(Some(ms), _) => u64::try_from(ms).ok(),
         _ => None,
-    }
-}
-
-/// A maintenance procedure as a table: planning a scan of it runs it.
-#[derive(Debug)]
-struct MaintenanceTable {
-    target: Target,
-    job: Job,
-    schema: SchemaRef,
-}
-
-#[async_trait]
-impl TableProvider for MaintenanceTable {
-    fn schema(&self) -> SchemaRef {
-        Arc::clone(&self.schema)
-    }
-
-    fn table_type(&self) -> TableType {
-        TableType::Temporary
-    }
-
-    async fn scan(
-        &self,
-        _state: &dyn Session,
-        projection: Option<&Vec<usize>>,
-        _filters: &[Expr],
-        _limit: Option<usize>,
-    ) -> DFResult<Arc<dyn ExecutionPlan>> {
-        let identifier = self.target.identifier().await;
-        let job = self.job.clone();
-        let columns = self
-            .target
-            .catalog
-            .maintain(&identifier, |table| Box::pin(job.run(table)))
-            .await?;
-        let name: ArrayRef = Arc::new(StringArray::from(vec![identifier.full_name()]));
-        one_row(
-            &self.schema,
-            std::iter::once(name).chain(columns).collect(),
-            projection,
-        )
     }
 }

@@ -59,8 +59,9 @@ impl TableFunctionImpl for TierFunction {
             return Err(usage());
         };
         let target = resolve(&self.state, &args, TIER_FUNCTION, name)?;
-        Ok(Arc::new(TierTable {
+        Ok(Arc::new(ProcedureTable {
             target,
+            run: Run::Tier,
             schema: report_schema(),
         }))
     }
@@ -99,62 +100,15 @@ impl TableFunctionImpl for SetAsideFunction {
         }
         .ok_or_else(usage)?;
         let target = resolve(&self.state, &args, SET_ASIDE_FUNCTION, name)?;
-        Ok(Arc::new(SetAsideTable {
+        Ok(Arc::new(ProcedureTable {
             target,
-            position,
+            run: Run::SetAside(position),
             schema: Arc::new(Schema::new(vec![Field::new(
                 "result",
                 DataType::Utf8,
                 false,
             )])),
         }))
-    }
-}
-
-/// Setting a segment aside as a table: planning a scan of it does it.
-#[derive(Debug)]
-struct SetAsideTable {
-    target: Target,
-    position: u64,
-    schema: SchemaRef,
-}
-
-#[async_trait]
-impl TableProvider for SetAsideTable {
-    fn schema(&self) -> SchemaRef {
-        Arc::clone(&self.schema)
-    }
-
-    fn table_type(&self) -> TableType {
-        TableType::Temporary
-    }
-
-    async fn scan(
-        &self,
-        _state: &dyn Session,
-        projection: Option<&Vec<usize>>,
-        _filters: &[Expr],
-        _limit: Option<usize>,
-    ) -> DFResult<Arc<dyn ExecutionPlan>> {
-        let identifier = self.target.identifier().await;
-        let catalog = &self.target.catalog;
-        let table = catalog.get_table(&identifier).await.map_err(Error::from)?;
-        let store = catalog
-            .binding()
-            .require("setting a segment aside", &identifier)?;
-        store.get().await?;
-        store.check_binding("setting a segment aside of", &table)?;
-        let position = self.position;
-        let result = store
-            .call("set a segment aside", |s| async move {
-                s.set_aside(&table, position).await
-            })
-            .await?;
-        one_row(
-            &self.schema,
-            vec![Arc::new(StringArray::from(vec![result]))],
-            projection,
-        )
     }
 }
 
@@ -250,15 +204,28 @@ fn report_schema() -> SchemaRef {
     ]))
 }
 
-/// Tiering as a table: planning a scan of it runs the tiering.
+/// What planning a scan of a procedure's table runs.
 #[derive(Debug)]
-struct TierTable {
-    target: Target,
-    schema: SchemaRef,
+pub(super) enum Run {
+    /// `lakestream_tier`.
+    Tier,
+    /// `lakestream_set_aside` of the segment at this position.
+    SetAside(u64),
+    /// A maintenance procedure.
+    Maintenance(super::maintenance::Job),
+}
+
+/// A procedure as a table: planning a scan of it runs the procedure, and
+/// the scan answers its one row.
+#[derive(Debug)]
+pub(super) struct ProcedureTable {
+    pub(super) target: Target,
+    pub(super) run: Run,
+    pub(super) schema: SchemaRef,
 }
 
 #[async_trait]
-impl TableProvider for TierTable {
+impl TableProvider for ProcedureTable {
     fn schema(&self) -> SchemaRef {
         Arc::clone(&self.schema)
     }
@@ -275,20 +242,41 @@ impl TableProvider for TierTable {
         _limit: Option<usize>,
     ) -> DFResult<Arc<dyn ExecutionPlan>> {
         let identifier = self.target.identifier().await;
-        let report = self
-            .target
-            .catalog
-            .tier(&identifier, WhenOff::Refuse)
-            .await?;
-        one_row(
-            &self.schema,
-            vec![
-                Arc::new(StringArray::from(vec![identifier.full_name()])),
-                Arc::new(UInt64Array::from(vec![report.rows])),
-                Arc::new(UInt64Array::from(vec![report.commits])),
-                Arc::new(UInt64Array::from(vec![report.position])),
-            ],
-            projection,
-        )
+        let catalog = &self.target.catalog;
+        let name: ArrayRef = Arc::new(StringArray::from(vec![identifier.full_name()]));
+        let columns: Vec<ArrayRef> = match &self.run {
+            Run::Tier => {
+                let report = catalog.tier(&identifier, WhenOff::Refuse).await?;
+                vec![
+                    name,
+                    Arc::new(UInt64Array::from(vec![report.rows])),
+                    Arc::new(UInt64Array::from(vec![report.commits])),
+                    Arc::new(UInt64Array::from(vec![report.position])),
+                ]
+            }
+            Run::SetAside(position) => {
+                let table = catalog.get_table(&identifier).await.map_err(Error::from)?;
+                let store = catalog
+                    .binding()
+                    .require("setting a segment aside", &identifier)?;
+                store.get().await?;
+                store.check_binding("setting a segment aside of", &table)?;
+                let position = *position;
+                let result = store
+                    .call("set a segment aside", |s| async move {
+                        s.set_aside(&table, position).await
+                    })
+                    .await?;
+                vec![Arc::new(StringArray::from(vec![result]))]
+            }
+            Run::Maintenance(job) => {
+                let job = job.clone();
+                let columns = catalog
+                    .maintain(&identifier, |table| Box::pin(job.run(table)))
+                    .await?;
+                std::iter::once(name).chain(columns).collect()
+            }
+        };
+        one_row(&self.schema, columns, projection)
     }
 }
