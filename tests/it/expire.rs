@@ -7,7 +7,6 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-use datafusion::arrow::util::display::array_value_to_string;
 use paimon::catalog::{Catalog as _, Identifier};
 use paimon::spec::{IndexManifest, Manifest, ManifestList, Snapshot};
 use paimon::table::Table;
@@ -15,6 +14,7 @@ use paimon_lakestream::LakeStreamContext;
 use tempfile::TempDir;
 
 use crate::independent::pypaimon_rows;
+use crate::support::sorted_rows as rows;
 use crate::support::{child_command, local_store_options};
 
 /// Expire everything the retention arguments allow, whatever its age.
@@ -95,29 +95,6 @@ async fn context(dir: &Path) -> LakeStreamContext {
     .await
     .expect("register the catalog");
     ctx
-}
-
-async fn rows(ctx: &LakeStreamContext, sql: &str) -> Vec<String> {
-    let batches = ctx
-        .sql(sql)
-        .await
-        .unwrap_or_else(|e| panic!("{sql}: {e}"))
-        .collect()
-        .await
-        .unwrap_or_else(|e| panic!("{sql}: {e}"));
-    let mut out = Vec::new();
-    for batch in batches {
-        for row in 0..batch.num_rows() {
-            let values: Vec<String> = batch
-                .columns()
-                .iter()
-                .map(|c| array_value_to_string(c, row).expect("a printable value"))
-                .collect();
-            out.push(values.join("|"));
-        }
-    }
-    out.sort();
-    out
 }
 
 /// The names of every file `snapshots` reference: manifest lists,

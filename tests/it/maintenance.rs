@@ -11,6 +11,7 @@ use paimon_lakestream::LakeStreamContext;
 use tempfile::TempDir;
 
 use crate::support::local_store_options;
+use crate::support::sorted_rows as rows;
 
 /// A context on a fresh warehouse whose lake-stream tables use the `local`
 /// store, tiering only on request.
@@ -27,30 +28,7 @@ async fn context(dir: &TempDir) -> LakeStreamContext {
     ctx
 }
 
-/// Every row `sql` returns, its values joined with `|`, sorted.
-///
-/// Boxed, as `run` below: planning futures are large in debug builds, and a
-/// test body awaiting many of them would overflow the test thread's stack.
-async fn rows(ctx: &LakeStreamContext, sql: &str) -> Vec<String> {
-    let batches = Box::pin(async { ctx.sql(sql).await?.collect().await })
-        .await
-        .unwrap_or_else(|e| panic!("{sql}: {e}"));
-    let mut out = Vec::new();
-    for batch in batches {
-        for row in 0..batch.num_rows() {
-            let values: Vec<String> = batch
-                .columns()
-                .iter()
-                .map(|c| array_value_to_string(c, row).expect("a printable value"))
-                .collect();
-            out.push(values.join("|"));
-        }
-    }
-    out.sort();
-    out
-}
-
-/// Runs `sql`, boxed (see [`rows`]).
+/// Runs `sql`, boxed (see [`crate::support::try_sorted_rows`]).
 async fn run(ctx: &LakeStreamContext, sql: &str) {
     Box::pin(crate::support::run(ctx, sql)).await;
 }

@@ -9,7 +9,6 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
-use datafusion::arrow::util::display::array_value_to_string;
 use paimon::catalog::{Catalog as _, Identifier};
 use paimon::spec::{IndexManifest, Manifest, ManifestList, Snapshot};
 use paimon::table::{BranchManager, Table};
@@ -17,6 +16,7 @@ use paimon_lakestream::LakeStreamContext;
 use tempfile::TempDir;
 
 use crate::independent::pypaimon_rows;
+use crate::support::try_sorted_rows as try_rows;
 use crate::support::{child_command, files_where, local_store_options};
 
 /// Rows per INSERT.
@@ -121,29 +121,6 @@ async fn context(dir: &Path) -> LakeStreamContext {
     .await
     .expect("register the catalog");
     ctx
-}
-
-async fn try_rows(ctx: &LakeStreamContext, sql: &str) -> Result<Vec<String>, String> {
-    let batches = ctx
-        .sql(sql)
-        .await
-        .map_err(|e| format!("{sql}: {e}"))?
-        .collect()
-        .await
-        .map_err(|e| format!("{sql}: {e}"))?;
-    let mut out = Vec::new();
-    for batch in batches {
-        for row in 0..batch.num_rows() {
-            let values: Vec<String> = batch
-                .columns()
-                .iter()
-                .map(|c| array_value_to_string(c, row).expect("a printable value"))
-                .collect();
-            out.push(values.join("|"));
-        }
-    }
-    out.sort();
-    Ok(out)
 }
 
 fn insert_statement(n: i64) -> String {

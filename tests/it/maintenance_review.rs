@@ -2,13 +2,13 @@
 //! compaction, snapshot expiry): each test is a way a row could be lost,
 //! duplicated or resurrected, or a table made unreadable.
 
-use datafusion::arrow::util::display::array_value_to_string;
 use paimon::catalog::{Catalog as _, Identifier};
 use paimon::table::Table;
 use paimon_lakestream::maintenance::{compact_data_files, When};
 use paimon_lakestream::LakeStreamContext;
 use tempfile::TempDir;
 
+use crate::support::sorted_rows as rows;
 use crate::support::{local_store_options, run};
 
 async fn context(dir: &TempDir) -> LakeStreamContext {
@@ -22,29 +22,6 @@ async fn context(dir: &TempDir) -> LakeStreamContext {
         .await
         .expect("register the catalog");
     ctx
-}
-
-async fn rows(ctx: &LakeStreamContext, sql: &str) -> Vec<String> {
-    let batches = ctx
-        .sql(sql)
-        .await
-        .unwrap_or_else(|e| panic!("{sql}: {e}"))
-        .collect()
-        .await
-        .unwrap_or_else(|e| panic!("{sql}: {e}"));
-    let mut out = Vec::new();
-    for batch in batches {
-        for row in 0..batch.num_rows() {
-            let values: Vec<String> = batch
-                .columns()
-                .iter()
-                .map(|c| array_value_to_string(c, row).expect("a printable value"))
-                .collect();
-            out.push(values.join("|"));
-        }
-    }
-    out.sort();
-    out
 }
 
 async fn table(ctx: &LakeStreamContext, name: &str) -> Table {

@@ -15,6 +15,7 @@ use std::thread::JoinHandle;
 use datafusion::arrow::array::{Array, Int64Array};
 use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::DataType;
+use datafusion::arrow::util::display::array_value_to_string;
 use datafusion::arrow::util::pretty::pretty_format_batches;
 use paimon_lakestream::LakeStreamContext;
 use tempfile::TempDir;
@@ -122,6 +123,35 @@ pub fn local_store_options(
         ("local.tier-interval".to_string(), tier_interval.to_string()),
         ("local.tier-target-size".to_string(), "1b".to_string()),
     ])
+}
+
+/// Every row `sql` returns, its values joined with `|`, sorted; or the
+/// query's error. Boxed: planning futures are large in debug builds, and a
+/// test body awaiting many of them would overflow the test thread's stack.
+pub async fn try_sorted_rows(ctx: &LakeStreamContext, sql: &str) -> Result<Vec<String>, String> {
+    let batches = Box::pin(async { ctx.sql(sql).await?.collect().await })
+        .await
+        .map_err(|e| format!("{sql}: {e}"))?;
+    let mut out = Vec::new();
+    for batch in batches {
+        for row in 0..batch.num_rows() {
+            let values: Vec<String> = batch
+                .columns()
+                .iter()
+                .map(|c| array_value_to_string(c, row).expect("a printable value"))
+                .collect();
+            out.push(values.join("|"));
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+/// Like [`try_sorted_rows`], panicking on an error.
+pub async fn sorted_rows(ctx: &LakeStreamContext, sql: &str) -> Vec<String> {
+    try_sorted_rows(ctx, sql)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// The first column of what a query returns, cast to `BIGINT`, as it comes
