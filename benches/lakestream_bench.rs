@@ -381,8 +381,12 @@ impl Bench {
                 .await?;
             if (round + 1) % step == 0 {
                 self.run(&scan(&table)).await?;
-                let took = self.timed(&scan(&table)).await?;
-                curve.push((round + 1, took.as_secs_f64() * 1e3));
+                let mut took = Vec::new();
+                for _ in 0..3 {
+                    took.push(self.timed(&scan(&table)).await?.as_secs_f64());
+                }
+                took.sort_by(f64::total_cmp);
+                curve.push((round + 1, percentile(&took, 0.5) * 1e3));
             }
         }
         self.run(&format!("INSERT INTO {one} SELECT * FROM {table}"))
@@ -390,7 +394,9 @@ impl Bench {
         let (mut soaked, mut single) = (Vec::new(), Vec::new());
         self.run(&scan(&table)).await?;
         self.run(&scan(&one)).await?;
-        for _ in 0..5 {
+        // Interleaved, 15 each: a scan takes milliseconds, and a median of
+        // few is at the mercy of the machine's other work.
+        for _ in 0..15 {
             soaked.push(self.timed(&scan(&table)).await?.as_secs_f64());
             single.push(self.timed(&scan(&one)).await?.as_secs_f64());
         }

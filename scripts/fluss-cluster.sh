@@ -333,7 +333,13 @@ ensure_checker() {
         checker_source >"$tmp/FlussClusterCheck.java"
         "$JAVAC" -nowarn -cp "$(server_jar)" -d "$tmp" "$tmp/FlussClusterCheck.java" >&2 \
             || { rm -rf "$tmp"; die "could not compile the health check (is a JDK 17 installed?)"; }
-        rm -rf "$dir"; mv "$tmp" "$dir"
+        # Installed by one rename, never over another: a concurrent start (tests start
+        # tiering services in parallel) may be running the class the other compiled.
+        if ! mv -T "$tmp" "$dir" 2>/dev/null; then
+            rm -rf "$tmp"
+            [[ -f "$dir/LakestreamTieringMain.class" ]] \
+                || die "could not install the tiering wrapper in $dir"
+        fi
     fi
     CHECKER_DIR="$dir"
 }
@@ -392,7 +398,13 @@ ensure_tiering_main() {
         tiering_main_source >"$tmp/LakestreamTieringMain.java"
         "$JAVAC" -nowarn -cp "$TIERING_CP" -d "$tmp" "$tmp/LakestreamTieringMain.java" >&2 \
             || { rm -rf "$tmp"; die "could not compile the tiering wrapper"; }
-        rm -rf "$dir"; mv "$tmp" "$dir"
+        # Installed by one rename, never over another: a concurrent start (tests start
+        # tiering services in parallel) may be running the class the other compiled.
+        if ! mv -T "$tmp" "$dir" 2>/dev/null; then
+            rm -rf "$tmp"
+            [[ -f "$dir/LakestreamTieringMain.class" ]] \
+                || die "could not install the tiering wrapper in $dir"
+        fi
     fi
     TIERING_MAIN_DIR="$dir"
 }

@@ -479,12 +479,10 @@ impl LakeStreamCatalog {
             options::is_enabled(table.schema().options()),
             self.store.require("maintenance", identifier),
         ) {
-            (true, Ok(store)) => {
-                let store = Arc::clone(store);
+            (true, Ok(lazy)) => {
+                let store = lazy.get().await?;
                 // A table another store serves is that store's to lock.
-                store.get().await?;
-                store
-                    .check_binding("maintaining", &table)
+                lazy.check_binding("maintaining", &table)
                     .is_ok()
                     .then_some(store)
             }
@@ -494,8 +492,7 @@ impl LakeStreamCatalog {
             return work(&table).await;
         };
         let mut out = None;
-        let locked = store.get().await?;
-        locked
+        store
             .with_commit_lock(
                 identifier,
                 Box::pin(async {
@@ -508,7 +505,7 @@ impl LakeStreamCatalog {
         out.ok_or_else(|| {
             Error::Internal(format!(
                 "lakestream store '{}' ran no maintenance of '{}' under its commit lock",
-                locked.identifier(),
+                store.identifier(),
                 identifier.full_name()
             ))
         })

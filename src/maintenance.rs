@@ -103,28 +103,60 @@ pub async fn compact(table: &Table, when: When, data: bool, manifests: bool) -> 
     Ok(Compaction { data, manifests })
 }
 
-/// When [`compact_manifests`] runs.
+/// Why maintenance runs, which decides how much it does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum When {
-    /// When the newest snapshot names `manifest.merge-min-count` manifests
-    /// or more, and the table is not `write-only`: after a commit.
+    /// After a commit ([`after_commit`]): only past Paimon's thresholds
+    /// (`compaction.min.file-num`, `manifest.merge-min-count`), and what it
+    /// does not do is skipped in silence.
     Needed,
-    /// Whenever the newest snapshot names more than one manifest, or any
-    /// delete entry: on request.
+    /// On request (`CALL`): whatever there is to do, and what it does not
+    /// do is refused with an error that says why.
     Asked,
+}
+
+/// Which step of [`after_commit`] failed, and how.
+#[derive(Debug)]
+pub struct StepFailed {
+    /// What the step was doing, e.g. `compacting its files`.
+    pub step: &'static str,
+    /// Its error.
+    pub error: Error,
+}
+
+/// The maintenance after a commit into `table` (a tiering round): what
+/// `auto` (the table's `lakestream.maintenance`) lists, nothing on a
+/// `write-only` table. Small data files and the manifests are compacted
+/// past Paimon's thresholds, then snapshots beyond Paimon's retention
+/// options expire. The caller holds the table's commit lock.
+pub async fn after_commit(
+    table: &Table,
+    auto: crate::options::AutoMaintenance,
+) -> std::result::Result<Compaction, StepFailed> {
+    if write_only(table) {
+        return Ok(Compaction::default());
+    }
+    let compaction = compact(table, When::Needed, auto.compact, auto.compact_manifest)
+        .await
+        .map_err(|error| StepFailed {
+            step: "compacting its files",
+            error,
+        })?;
+    if auto.expire_snapshots {
+        expire::expire_snapshots(table, expire::Expiry::default(), When::Needed)
+            .await
+            .map_err(|error| StepFailed {
+                step: "expiring old snapshots",
+                error,
+            })?;
+    }
+    Ok(compaction)
 }
 
 /// Compacts the manifests of `table`'s newest snapshot (see the module
 /// docs). `None`: nothing to do.
 pub async fn compact_manifests(table: &Table, when: When) -> Result<Option<ManifestCompaction>> {
     let options = table.schema().options();
-    if when == When::Needed
-        && options
-            .get(WRITE_ONLY)
-            .is_some_and(|v| v.eq_ignore_ascii_case("true"))
-    {
-        return Ok(None);
-    }
     let min_count = match options.get(MERGE_MIN_COUNT) {
         Some(value) => value
             .trim()

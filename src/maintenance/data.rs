@@ -23,7 +23,14 @@
 //! Paimon's options: `compaction.min.file-num` (default 5: a bucket is
 //! compacted once it has that many small files), `compaction.max.file-num`
 //! (default 50: at most that many files are rewritten at once),
-//! `target-file-size` (a file of at least this size is not small).
+//! `target-file-size` (a file of at least this size is not small), and, of
+//! a primary-key table, `compaction.total-size-threshold` (a bucket whose
+//! files together are smaller is compacted once it has two files, as Java
+//! Paimon's early full compaction does). Java Paimon leaves that one unset;
+//! here it defaults to [`DEFAULT_TOTAL_SIZE_THRESHOLD`]: a tiering round
+//! adds a sorted run to every bucket it writes, each run costs every read a
+//! file open (and on object storage a request), and rewriting a bucket that
+//! small costs about as much as reading it once. `'0'` turns it off.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -39,8 +46,11 @@ use crate::error::{Error, Result};
 
 const MIN_FILE_NUM: &str = "compaction.min.file-num";
 const MAX_FILE_NUM: &str = "compaction.max.file-num";
+const TOTAL_SIZE_THRESHOLD: &str = "compaction.total-size-threshold";
 const DEFAULT_MIN_FILE_NUM: usize = 5;
 const DEFAULT_MAX_FILE_NUM: usize = 50;
+/// The default of `compaction.total-size-threshold` (see the module docs).
+pub const DEFAULT_TOTAL_SIZE_THRESHOLD: u64 = 1 << 20;
 
 /// What a data-file compaction did.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -57,8 +67,10 @@ pub struct DataCompaction {
 
 /// Compacts the small data files of `table`'s newest snapshot (see the
 /// module docs); `None`: nothing to do, or a table it does not compact.
-/// `When::Needed` does nothing on a `write-only` table and compacts a bucket
-/// from `compaction.min.file-num` small files; `When::Asked` from two.
+/// `When::Needed` compacts a bucket from `compaction.min.file-num` small
+/// files, `When::Asked` from two. Whether maintenance runs after a commit at
+/// all (`write-only`, `lakestream.maintenance`) is [`super::after_commit`]'s
+/// to decide.
 pub async fn compact_data_files(table: &Table, when: When) -> Result<Option<DataCompaction>> {
     let options = table.schema().options();
     let core = CoreOptions::new(options);
@@ -73,13 +85,6 @@ pub async fn compact_data_files(table: &Table, when: When) -> Result<Option<Data
     // index would need rewriting too), and no changelog files (a rewrite
     // would log every row again).
     if keyed && (core.bucket() <= 0 || !core.changelog_producer().eq_ignore_ascii_case("none")) {
-        return Ok(None);
-    }
-    if when == When::Needed
-        && options
-            .get("write-only")
-            .is_some_and(|v| v.eq_ignore_ascii_case("true"))
-    {
         return Ok(None);
     }
     let count = |key: &str, default: usize| -> Result<usize> {
@@ -104,19 +109,67 @@ pub async fn compact_data_files(table: &Table, when: When) -> Result<Option<Data
         When::Asked => 2,
     };
     let max_files = count(MAX_FILE_NUM, DEFAULT_MAX_FILE_NUM)?.max(2);
+    // Of a primary-key table only: an append table's small files are
+    // merged toward the target size whatever the bucket's size.
+    let small_bucket = match (keyed, options.get(TOTAL_SIZE_THRESHOLD)) {
+        (false, _) => 0,
+        (true, None) => DEFAULT_TOTAL_SIZE_THRESHOLD,
+        (true, Some(value)) => {
+            crate::options::parse_size(value).map_err(|reason| Error::InvalidOption {
+                key: TOTAL_SIZE_THRESHOLD.to_string(),
+                reason: format!(
+                    "table '{}' sets it: {reason}",
+                    table.identifier().full_name()
+                ),
+            })?
+        }
+    };
+    let rule = Trigger {
+        min_files,
+        max_files,
+        small_bucket: i64::try_from(small_bucket).unwrap_or(i64::MAX),
+    };
     retrying(table, "data-file compactions", || {
-        attempt(table, when, min_files, max_files, keyed)
+        attempt(table, when, rule, keyed)
     })
     .await
+}
+
+/// When a bucket is compacted, and how much of it.
+#[derive(Debug, Clone, Copy)]
+struct Trigger {
+    /// A bucket with this many small files is compacted.
+    min_files: usize,
+    /// At most this many of an append bucket's files after a commit.
+    max_files: usize,
+    /// A primary-key bucket whose files together are smaller than this is
+    /// compacted from two files.
+    small_bucket: i64,
+}
+
+impl Trigger {
+    /// Whether a bucket whose files are `files` (of which `small` are
+    /// small) is compacted.
+    fn fires(&self, files: &[Live], small: usize) -> bool {
+        if small >= self.min_files {
+            return true;
+        }
+        let total: i64 = files.iter().map(|l| l.entry.file().file_size).sum();
+        files.len() >= 2 && total < self.small_bucket
+    }
 }
 
 async fn attempt(
     table: &Table,
     when: When,
-    min_files: usize,
-    max_files: usize,
+    rule: Trigger,
     keyed: bool,
 ) -> Result<Attempt<DataCompaction>> {
+    let Trigger {
+        min_files,
+        max_files,
+        ..
+    } = rule;
     let snapshots = table.snapshot_manager();
     let Some(latest) = snapshots.get_latest_snapshot().await? else {
         return Ok(Attempt::Nothing);
@@ -166,11 +219,14 @@ async fn attempt(
         }
     }
     groups.retain(|_, files| {
-        files
+        let small = files
             .iter()
             .filter(|l| l.entry.file().file_size < target)
-            .count()
-            >= min_files
+            .count();
+        match when {
+            When::Needed => rule.fires(files, small),
+            When::Asked => small >= min_files,
+        }
     });
     if groups.is_empty() {
         return Ok(Attempt::Nothing);

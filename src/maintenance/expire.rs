@@ -132,8 +132,15 @@ pub struct ExpireReport {
 }
 
 /// Expires `table`'s oldest snapshots beyond its retention options (see the
-/// module docs). `None`: none was due.
-pub async fn expire_snapshots(table: &Table, request: Expiry) -> Result<Option<ExpireReport>> {
+/// module docs). `None`: none was due. A table that keeps its changelog
+/// apart from its snapshots ([`decoupled_changelog`]) is left to Java
+/// Paimon's expiry: `When::Asked` says so in an error, `When::Needed` (after
+/// a commit) leaves it.
+pub async fn expire_snapshots(
+    table: &Table,
+    request: Expiry,
+    when: super::When,
+) -> Result<Option<ExpireReport>> {
     let name = table.identifier().full_name();
     let fail = |reason: String| Error::MaintenanceFailed {
         table: name.clone(),
@@ -168,6 +175,9 @@ pub async fn expire_snapshots(table: &Table, request: Expiry) -> Result<Option<E
         None => number(EXPIRE_LIMIT, DEFAULT_EXPIRE_LIMIT)?,
     };
     if let Some(option) = decoupled_changelog(table) {
+        if when == super::When::Needed {
+            return Ok(None);
+        }
         return Err(fail(format!(
             "it keeps its changelog apart from its snapshots ('{option}' is set, and a \
              changelog producer writes changelog files), which this crate's expiry does not \
@@ -427,7 +437,7 @@ pub async fn expire_snapshots(table: &Table, request: Expiry) -> Result<Option<E
 /// `changelog/`), when it writes changelog files at all; `None` otherwise.
 /// Expiry deletes an expired snapshot's changelog with it, as Java Paimon
 /// does without those options, so it refuses such a table.
-pub fn decoupled_changelog(table: &Table) -> Option<&'static str> {
+fn decoupled_changelog(table: &Table) -> Option<&'static str> {
     let options = table.schema().options();
     let core = paimon::spec::CoreOptions::new(options);
     if core.changelog_producer().eq_ignore_ascii_case("none") {

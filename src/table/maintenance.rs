@@ -191,7 +191,7 @@ impl Job {
                 ]
             }
             Job::ExpireSnapshots(expiry) => {
-                let done = expire_snapshots(table, expiry).await?;
+                let done = expire_snapshots(table, expiry, When::Asked).await?;
                 let earliest = match &done {
                     Some(done) => Some(done.earliest),
                     None => table.snapshot_manager().earliest_snapshot_id().await?,

@@ -507,7 +507,7 @@ async fn a_crash_while_compacting_loses_and_duplicates_nothing() {
         let ddl = if point.starts_with("compact-manifest") {
             "CREATE TABLE t (id BIGINT NOT NULL, v STRING, PRIMARY KEY (id)) \
              WITH ('bucket' = '1', 'lakestream.enabled' = 'true', \
-             'manifest.merge-min-count' = '3')"
+             'manifest.merge-min-count' = '3', 'compaction.total-size-threshold' = '0')"
         } else {
             "CREATE TABLE t (id BIGINT, v STRING) WITH ('lakestream.enabled' = 'true', \
              'compaction.min.file-num' = '3')"

@@ -199,6 +199,95 @@ async fn data_files(ctx: &LakeStreamContext, table: &str) -> usize {
         .len()
 }
 
+/// A primary-key bucket whose files together are smaller than
+/// `compaction.total-size-threshold` (1 MiB unless set) is compacted after
+/// any round that leaves it two files; `'0'` leaves it to
+/// `compaction.min.file-num`; a value that is not a size is refused, naming
+/// the option and the table, and the round's rows stay tiered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn small_primary_key_buckets_are_compacted_every_round() {
+    let dir = TempDir::new().expect("temp dir");
+    let ctx = context(&dir).await;
+    for (table, threshold) in [
+        ("small", ""),
+        ("off", ", 'compaction.total-size-threshold' = '0'"),
+    ] {
+        run(
+            &ctx,
+            &format!(
+                "CREATE TABLE {table} (id BIGINT NOT NULL, v STRING, PRIMARY KEY (id)) \
+                 WITH ('bucket' = '2', 'lakestream.enabled' = 'true'{threshold})"
+            ),
+        )
+        .await;
+    }
+    let mut expected = Vec::new();
+    for round in 0..4i64 {
+        for table in ["small", "off"] {
+            run(
+                &ctx,
+                &format!(
+                    "INSERT INTO {table} VALUES ({round}, 'a'), ({}, 'b'), (0, 'r{round}')",
+                    round + 100
+                ),
+            )
+            .await;
+            if round == 2 {
+                run(&ctx, &format!("DELETE FROM {table} WHERE id = 100")).await;
+            }
+            run(
+                &ctx,
+                &format!("CALL sys.lakestream_tier('default.{table}')"),
+            )
+            .await;
+        }
+        expected = rows(&ctx, "SELECT * FROM off").await;
+        assert_eq!(rows(&ctx, "SELECT * FROM small").await, expected);
+        // Two buckets, each compacted whole after every round.
+        assert!(
+            data_files(&ctx, "small").await <= 2,
+            "round {round}: {} files",
+            data_files(&ctx, "small").await
+        );
+        // Each round adds a file to each bucket it writes (key 0's every
+        // round): below `compaction.min.file-num` (5) nothing is compacted.
+        let rounds = usize::try_from(round + 1).expect("a small number");
+        assert!(data_files(&ctx, "off").await >= rounds, "round {round}");
+    }
+    assert!(expected.contains(&"0|r3".to_string()), "{expected:?}");
+    assert!(
+        !expected.iter().any(|r| r.starts_with("100|")),
+        "{expected:?}"
+    );
+    assert_eq!(rows(&ctx, "SELECT * FROM small$rt").await, expected);
+    assert_eq!(
+        rows(
+            &ctx,
+            "SELECT commit_kind, count(*) FROM small$snapshots GROUP BY commit_kind"
+        )
+        .await,
+        vec!["APPEND|4", "COMPACT|6"]
+    );
+
+    run(
+        &ctx,
+        "ALTER TABLE small SET TBLPROPERTIES ('compaction.total-size-threshold' = 'huge')",
+    )
+    .await;
+    run(&ctx, "INSERT INTO small VALUES (7, 'z')").await;
+    let error = crate::support::try_sorted_rows(&ctx, "CALL sys.lakestream_tier('default.small')")
+        .await
+        .expect_err("a threshold that is not a size")
+        .to_string();
+    assert!(
+        error.contains("compaction.total-size-threshold") && error.contains("default.small"),
+        "{error}"
+    );
+    assert!(rows(&ctx, "SELECT * FROM small")
+        .await
+        .contains(&"7|z".to_string()));
+}
+
 /// Tiering rounds into append tables, partitioned and not: no bucket keeps
 /// more than `compaction.min.file-num` small files, every row is there
 /// once, and every snapshot reads as it did when committed.
@@ -307,7 +396,8 @@ async fn compact_on_request_and_under_races() {
     run(
         &ctx,
         "CREATE TABLE pk (id BIGINT NOT NULL, v STRING, PRIMARY KEY (id)) \
-         WITH ('bucket' = '1', 'lakestream.enabled' = 'true')",
+         WITH ('bucket' = '1', 'lakestream.enabled' = 'true', \
+         'compaction.total-size-threshold' = '0')",
     )
     .await;
     run(&ctx, "INSERT INTO pk VALUES (1, 'a'), (2, 'x')").await;

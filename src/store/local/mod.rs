@@ -577,13 +577,10 @@ impl Inner {
         ))
     }
 
-    /// Tiers `table`, then, when the round committed, runs the table's
-    /// maintenance (its `lakestream.maintenance` option, all of it by
-    /// default; none on a `write-only` table): compacts small data files
-    /// and the manifests when a round left enough of them (Paimon's
-    /// `compaction.min.file-num`, `manifest.merge-min-count`), and expires
-    /// snapshots beyond Paimon's retention options (`snapshot.*`). It runs
-    /// under the table's tiering locks, as `CALL`ed maintenance does. A
+    /// Tiers `table`, then, when the round committed, runs the maintenance
+    /// after a commit ([`maintenance::after_commit`]: what the table's
+    /// `lakestream.maintenance` lists, past Paimon's thresholds) under the
+    /// table's tiering locks, as `CALL`ed maintenance does. A
     /// compaction or expiry that fails leaves the table readable, and says
     /// so after what the tiering did.
     async fn tier(&self, table: &Table) -> Result<TierReport> {
@@ -597,16 +594,17 @@ impl Inner {
                 self.options.log_retention,
             )
             .await?;
-        if report.commits == 0 || maintenance::write_only(table) {
+        if report.commits == 0 {
             return Ok(report);
         }
-        let failed = |what: &str, e: Error| Error::MaintenanceFailed {
+        let failed = |what: &str, e: Error| {
+            Error::MaintenanceFailed {
             table: table.identifier().full_name(),
             reason: format!(
-                "tiering committed {} rows in {} snapshots up to position {}, then {what} \
-                 failed (the next round tries again): {e}",
+                "tiering committed {} rows in {} snapshots up to position {}, then {what}                  failed (the next round tries again): {e}",
                 report.rows, report.commits, report.position
             ),
+        }
         };
         let auto = options::AutoMaintenance::of_table(
             &table.identifier().full_name(),
@@ -616,25 +614,12 @@ impl Inner {
         state
             // Boxed: maintenance futures are large, and a caller's stack in
             // a debug build is not.
-            .with_tiering_lock(Box::pin(maintenance::compact(
-                table,
-                maintenance::When::Needed,
-                auto.compact,
-                auto.compact_manifest,
-            )))
+            .with_tiering_lock(Box::pin(async {
+                Ok(maintenance::after_commit(table, auto).await)
+            }))
             .await
-            .map_err(|e| failed("compacting its files", e))?;
-        // A table that keeps its changelog apart from its snapshots is
-        // left to Java Paimon's expiry (on request, expiry says so).
-        if auto.expire_snapshots && maintenance::expire::decoupled_changelog(table).is_none() {
-            state
-                .with_tiering_lock(Box::pin(maintenance::expire::expire_snapshots(
-                    table,
-                    maintenance::expire::Expiry::default(),
-                )))
-                .await
-                .map_err(|e| failed("expiring old snapshots", e))?;
-        }
+            .map_err(|e| failed("taking the tiering lock for maintenance", e))?
+            .map_err(|f| failed(f.step, f.error))?;
         Ok(report)
     }
 }
