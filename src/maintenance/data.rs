@@ -21,7 +21,9 @@
 //! data evolution, whose files other files refer to, are not.
 //!
 //! Paimon's options: `compaction.min.file-num` (default 5: a bucket is
-//! compacted once it has that many small files), `compaction.max.file-num`
+//! compacted once it has that many small files; of a primary-key table,
+//! `num-sorted-run.compaction-trigger`, as in Java Paimon, where each small
+//! file is a sorted run of its own), `compaction.max.file-num`
 //! (default 50: at most that many files are rewritten at once),
 //! `target-file-size` (a file of at least this size is not small), and, of
 //! a primary-key table, `compaction.total-size-threshold` (a bucket whose
@@ -45,6 +47,9 @@ use super::{
 use crate::error::{Error, Result};
 
 const MIN_FILE_NUM: &str = "compaction.min.file-num";
+/// Of a primary-key table, Paimon's trigger instead of [`MIN_FILE_NUM`]
+/// (which Java Paimon reads of append tables only); the same default.
+const SORTED_RUN_TRIGGER: &str = "num-sorted-run.compaction-trigger";
 const MAX_FILE_NUM: &str = "compaction.max.file-num";
 const TOTAL_SIZE_THRESHOLD: &str = "compaction.total-size-threshold";
 const DEFAULT_MIN_FILE_NUM: usize = 5;
@@ -105,6 +110,7 @@ pub async fn compact_data_files(table: &Table, when: When) -> Result<Option<Data
         }
     };
     let min_files = match when {
+        When::Needed if keyed => count(SORTED_RUN_TRIGGER, DEFAULT_MIN_FILE_NUM)?.max(2),
         When::Needed => count(MIN_FILE_NUM, DEFAULT_MIN_FILE_NUM)?.max(2),
         When::Asked => 2,
     };

@@ -202,15 +202,23 @@ async fn data_files(ctx: &LakeStreamContext, table: &str) -> usize {
 /// A primary-key bucket whose files together are smaller than
 /// `compaction.total-size-threshold` (1 MiB unless set) is compacted after
 /// any round that leaves it two files; `'0'` leaves it to
-/// `compaction.min.file-num`; a value that is not a size is refused, naming
-/// the option and the table, and the round's rows stay tiered.
+/// `num-sorted-run.compaction-trigger` (`compaction.min.file-num` is of
+/// append tables, as in Java Paimon); a value that is not a size is
+/// refused, naming the option and the table, and the round's rows stay
+/// tiered.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn small_primary_key_buckets_are_compacted_every_round() {
     let dir = TempDir::new().expect("temp dir");
     let ctx = context(&dir).await;
+    let off = ", 'compaction.total-size-threshold' = '0'";
     for (table, threshold) in [
-        ("small", ""),
-        ("off", ", 'compaction.total-size-threshold' = '0'"),
+        ("small", String::new()),
+        // Of append tables only: ignored here.
+        ("off", format!("{off}, 'compaction.min.file-num' = '2'")),
+        (
+            "runs",
+            format!("{off}, 'num-sorted-run.compaction-trigger' = '2'"),
+        ),
     ] {
         run(
             &ctx,
@@ -223,7 +231,7 @@ async fn small_primary_key_buckets_are_compacted_every_round() {
     }
     let mut expected = Vec::new();
     for round in 0..4i64 {
-        for table in ["small", "off"] {
+        for table in ["small", "off", "runs"] {
             run(
                 &ctx,
                 &format!(
@@ -243,14 +251,16 @@ async fn small_primary_key_buckets_are_compacted_every_round() {
         }
         expected = rows(&ctx, "SELECT * FROM off").await;
         assert_eq!(rows(&ctx, "SELECT * FROM small").await, expected);
-        // Two buckets, each compacted whole after every round.
-        assert!(
-            data_files(&ctx, "small").await <= 2,
-            "round {round}: {} files",
-            data_files(&ctx, "small").await
-        );
+        assert_eq!(rows(&ctx, "SELECT * FROM runs").await, expected);
+        // Two buckets, each compacted whole after every round (`small`) or
+        // from two small files (`runs`).
+        for table in ["small", "runs"] {
+            let files = data_files(&ctx, table).await;
+            assert!(files <= 2, "{table}, round {round}: {files} files");
+        }
         // Each round adds a file to each bucket it writes (key 0's every
-        // round): below `compaction.min.file-num` (5) nothing is compacted.
+        // round): below `num-sorted-run.compaction-trigger` (5) nothing is
+        // compacted.
         let rounds = usize::try_from(round + 1).expect("a small number");
         assert!(data_files(&ctx, "off").await >= rounds, "round {round}");
     }
