@@ -12,11 +12,14 @@
 //! misses a file another commit added.
 //!
 //! A primary-key table's files carry sequence numbers that decide which
-//! write of a key wins, and paimon 0.4's writer gives rewritten rows new
-//! ones, higher than any in the bucket. So a bucket is rewritten whole: its
-//! merged rows (what a read returns: the winning version of each key,
-//! deletes applied) become its only files, and no older row is left for a
-//! rewritten one to win over. Only fixed-bucket tables without a changelog
+//! write of a key wins, and paimon 0.4's writer cannot keep a rewritten
+//! row's. So a bucket is rewritten whole: its merged rows (what a read
+//! returns: the winning version of each key, deletes applied) become its
+//! only files, numbered from 0. The files they replace number their rows
+//! apart, so their highest number is at least the merged rows' count less
+//! one: every rewritten row is older than anything a writer that read
+//! those files commits after the compaction (Java Paimon's writers, a
+//! store's tiering service), and such an update or delete still wins. Only fixed-bucket tables without a changelog
 //! producer are compacted. Tables with deletion vectors, row tracking or
 //! data evolution, whose files other files refer to, are not.
 //!
@@ -291,7 +294,18 @@ async fn attempt(
             .with_raw_convertible(!keyed)
             .build()?;
         // Each bucket on a writer of its own: what it writes is that bucket's.
-        let mut write = table.new_write_builder().new_write()?;
+        // A primary-key bucket's rows are numbered from 0 (an overwrite
+        // writer restores no sequence numbers), below every row of the files
+        // they replace, so below every row a writer that read those files
+        // commits after this compaction: that write stays the newer one, as
+        // Java Paimon's compaction, which keeps each row's number, has it.
+        let builder = table.new_write_builder();
+        let builder = if keyed {
+            builder.with_overwrite()
+        } else {
+            builder
+        };
+        let mut write = builder.new_write()?;
         let written = async {
             let mut stream = read.to_arrow(std::slice::from_ref(&group))?;
             let mut read_rows = 0i64;
