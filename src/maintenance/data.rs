@@ -75,6 +75,12 @@ pub struct DataCompaction {
 /// all (`write-only`, `lakestream.maintenance`) is [`super::after_commit`]'s
 /// to decide.
 pub async fn compact_data_files(table: &Table, when: When) -> Result<Option<DataCompaction>> {
+    if super::stale(table).await? {
+        return match when {
+            When::Needed => Ok(None),
+            When::Asked => Err(super::stale_error(table)),
+        };
+    }
     let options = table.schema().options();
     let core = CoreOptions::new(options);
     let keyed = !table.schema().primary_keys().is_empty();
