@@ -136,6 +136,19 @@ pub async fn after_commit(
     if write_only(table) {
         return Ok(Compaction::default());
     }
+    // The round's `Table` was loaded before the lock was taken: if its
+    // table was dropped (and created again) since, the next round, with
+    // the table loaded again, maintains it.
+    match stale(table).await {
+        Ok(false) => {}
+        Ok(true) => return Ok(Compaction::default()),
+        Err(error) => {
+            return Err(StepFailed {
+                step: "checking its schema",
+                error,
+            })
+        }
+    }
     let compaction = compact(table, When::Needed, auto.compact, auto.compact_manifest)
         .await
         .map_err(|error| StepFailed {
@@ -153,9 +166,42 @@ pub async fn after_commit(
     Ok(compaction)
 }
 
+/// Whether `table` is a handle on a table dropped since it was loaded (and
+/// perhaps created again, with other columns, keys or buckets): its schema
+/// is not the one its files have now. A compaction through it would read
+/// and write the table's files by the old schema. (A REST catalog's
+/// schemas come from its server, whose times need not be the files'.)
+pub(crate) async fn stale(table: &Table) -> Result<bool> {
+    if table.rest_env().is_some() {
+        return Ok(false);
+    }
+    let manager =
+        paimon::table::SchemaManager::new(table.file_io().clone(), table.location().to_string());
+    Ok(match manager.schema(table.schema().id()).await {
+        Ok(on_disk) => on_disk.time_millis() != table.schema().time_millis(),
+        Err(_) => true,
+    })
+}
+
+/// [`stale`], as a compaction asked for (`When::Asked`) says it.
+pub(crate) fn stale_error(table: &Table) -> Error {
+    Error::MaintenanceFailed {
+        table: table.identifier().full_name(),
+        reason: "the table was dropped (or dropped and created again) since it was loaded; \
+                 nothing was compacted, run it again"
+            .to_string(),
+    }
+}
+
 /// Compacts the manifests of `table`'s newest snapshot (see the module
 /// docs). `None`: nothing to do.
 pub async fn compact_manifests(table: &Table, when: When) -> Result<Option<ManifestCompaction>> {
+    if stale(table).await? {
+        return match when {
+            When::Needed => Ok(None),
+            When::Asked => Err(stale_error(table)),
+        };
+    }
     let options = table.schema().options();
     let min_count = match options.get(MERGE_MIN_COUNT) {
         Some(value) => value

@@ -12,13 +12,18 @@
 //! misses a file another commit added.
 //!
 //! A primary-key table's files carry sequence numbers that decide which
-//! write of a key wins, and paimon 0.4's writer gives rewritten rows new
-//! ones, higher than any in the bucket. So a bucket is rewritten whole: its
-//! merged rows (what a read returns: the winning version of each key,
-//! deletes applied) become its only files, and no older row is left for a
-//! rewritten one to win over. Only fixed-bucket tables without a changelog
-//! producer are compacted. Tables with deletion vectors, row tracking or
-//! data evolution, whose files other files refer to, are not.
+//! write of a key wins, and paimon 0.4's writer cannot keep a rewritten
+//! row's. So a bucket is rewritten whole: its merged rows (what a read
+//! returns: the winning version of each key, deletes applied) become its
+//! only files, numbered from 0. The files they replace number their rows
+//! apart, so their highest number is at least the merged rows' count less
+//! one: every rewritten row is older than anything a writer that read
+//! those files commits after the compaction (Java Paimon's writers, a
+//! store's tiering service), and such an update or delete still wins.
+//! Only fixed-bucket tables without a changelog producer are compacted, and
+//! no `first-row` table (paimon 0.4 reads none of its level-0 files). Tables
+//! with deletion vectors, row tracking or data evolution, whose files other
+//! files refer to, are not.
 //!
 //! Paimon's options: `compaction.min.file-num` (default 5: a bucket is
 //! compacted once it has that many small files; of a primary-key table,
@@ -77,6 +82,12 @@ pub struct DataCompaction {
 /// all (`write-only`, `lakestream.maintenance`) is [`super::after_commit`]'s
 /// to decide.
 pub async fn compact_data_files(table: &Table, when: When) -> Result<Option<DataCompaction>> {
+    if super::stale(table).await? {
+        return match when {
+            When::Needed => Ok(None),
+            When::Asked => Err(super::stale_error(table)),
+        };
+    }
     let options = table.schema().options();
     let core = CoreOptions::new(options);
     let keyed = !table.schema().primary_keys().is_empty();
@@ -90,6 +101,11 @@ pub async fn compact_data_files(table: &Table, when: When) -> Result<Option<Data
     // index would need rewriting too), and no changelog files (a rewrite
     // would log every row again).
     if keyed && (core.bucket() <= 0 || !core.changelog_producer().eq_ignore_ascii_case("none")) {
+        return Ok(None);
+    }
+    // Nor a `first-row` table: paimon 0.4's scan of one skips level-0 files
+    // (the only ones its writer, and this compaction, write).
+    if keyed && matches!(core.merge_engine(), Ok(paimon::spec::MergeEngine::FirstRow)) {
         return Ok(None);
     }
     let count = |key: &str, default: usize| -> Result<usize> {
@@ -297,7 +313,18 @@ async fn attempt(
             .with_raw_convertible(!keyed)
             .build()?;
         // Each bucket on a writer of its own: what it writes is that bucket's.
-        let mut write = table.new_write_builder().new_write()?;
+        // A primary-key bucket's rows are numbered from 0 (an overwrite
+        // writer restores no sequence numbers), below every row of the files
+        // they replace, so below every row a writer that read those files
+        // commits after this compaction: that write stays the newer one, as
+        // Java Paimon's compaction, which keeps each row's number, has it.
+        let builder = table.new_write_builder();
+        let builder = if keyed {
+            builder.with_overwrite()
+        } else {
+            builder
+        };
+        let mut write = builder.new_write()?;
         let written = async {
             let mut stream = read.to_arrow(std::slice::from_ref(&group))?;
             let mut read_rows = 0i64;

@@ -31,6 +31,7 @@ mod merge_engines;
 mod multipart;
 mod rest_server;
 mod rest_smoke;
+mod review_maintenance2;
 mod s3_server;
 mod shell;
 mod sized_tiering;
