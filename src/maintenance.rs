@@ -383,6 +383,7 @@ async fn attempt(
         table,
         &latest,
         latest.schema_id(),
+        0,
         (base, delta),
         &created,
         "compact-manifest",
@@ -401,10 +402,12 @@ async fn attempt(
 /// [`publish`]es, with the failpoints `<failpoints>-before-publish` and
 /// `<failpoints>-after-publish`; when another commit won, deletes the files
 /// the compaction `created` and answers `None`.
+#[allow(clippy::too_many_arguments)]
 pub(crate) async fn publish_or_discard(
     table: &Table,
     latest: &Snapshot,
     schema_id: i64,
+    records: i64,
     (base, delta): (String, String),
     created: &[String],
     failpoints: &str,
@@ -413,6 +416,7 @@ pub(crate) async fn publish_or_discard(
         table,
         latest,
         schema_id,
+        records,
         base,
         delta,
         &format!("{failpoints}-before-publish"),
@@ -431,10 +435,12 @@ pub(crate) async fn publish_or_discard(
 /// its own; its id, and `false` when another commit published that
 /// successor first. The
 /// failpoints name the crash tests' points before and after.
+#[allow(clippy::too_many_arguments)]
 pub(crate) async fn publish(
     table: &Table,
     latest: &Snapshot,
     schema_id: i64,
+    records: i64,
     base: String,
     delta: String,
     before: &str,
@@ -451,8 +457,10 @@ pub(crate) async fn publish(
         .commit_identifier(i64::MAX)
         .commit_kind(CommitKind::COMPACT)
         .time_millis(now_ms())
-        .total_record_count(latest.total_record_count())
-        .delta_record_count(Some(0))
+        // As Paimon counts them: the rows of the files it names, changed by
+        // `records` (a primary-key rewrite keeps only each key's winner).
+        .total_record_count(latest.total_record_count().map(|n| n + records))
+        .delta_record_count(Some(records))
         .index_manifest(latest.index_manifest().map(str::to_string))
         .watermark(latest.watermark())
         .statistics(latest.statistics().map(str::to_string))

@@ -382,6 +382,13 @@ async fn attempt(
         )));
     }
 
+    // The rows the replaced files hold (of a primary-key bucket, every
+    // version of a key and its deletes: more than the merged rows).
+    let replaced_rows: i64 = groups
+        .values()
+        .flatten()
+        .map(|l| l.entry.file().row_count)
+        .sum();
     // One delta manifest: the old files deleted, the new ones added.
     let mut entries: Vec<Live> = Vec::new();
     let mut files_before = 0;
@@ -463,6 +470,7 @@ async fn attempt(
         &latest,
         // The new files' schema, as Paimon's commits name the table's.
         latest.schema_id().max(table.schema().id()),
+        new_rows - replaced_rows,
         (base, delta),
         &created,
         "compact-data",

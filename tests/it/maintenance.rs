@@ -257,6 +257,23 @@ async fn small_primary_key_buckets_are_compacted_every_round() {
         for table in ["small", "runs"] {
             let files = data_files(&ctx, table).await;
             assert!(files <= 2, "{table}, round {round}: {files} files");
+            // The snapshot counts the rows its files hold, as Paimon's do.
+            assert_eq!(
+                rows(
+                    &ctx,
+                    &format!(
+                        "SELECT total_record_count FROM {table}$snapshots \
+                         ORDER BY snapshot_id DESC LIMIT 1"
+                    )
+                )
+                .await,
+                rows(
+                    &ctx,
+                    &format!("SELECT sum(record_count) FROM {table}$files")
+                )
+                .await,
+                "{table}, round {round}"
+            );
         }
         // Each round adds a file to each bucket it writes (key 0's every
         // round): below `num-sorted-run.compaction-trigger` (5) nothing is
