@@ -548,7 +548,15 @@ async fn create_if_absent(file: std::path::PathBuf, bytes: Vec<u8>) -> Result<Op
         match linked {
             Ok(()) => Ok(Some(true)),
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(Some(false)),
-            Err(_) => Ok(None),
+            // A file system without hard links: paimon's commit, as its own
+            // commits there.
+            Err(e) if e.kind() == std::io::ErrorKind::Unsupported => Ok(None),
+            // Anything else publishes nothing: paimon's check-then-rename
+            // could replace a snapshot another commit created meanwhile.
+            Err(e) => Err(Error::Internal(format!(
+                "cannot publish the snapshot file '{}': {e}; nothing was published",
+                file.display()
+            ))),
         }
     })
     .await
