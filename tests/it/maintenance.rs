@@ -5,28 +5,13 @@
 use std::collections::BTreeMap;
 
 use datafusion::arrow::util::display::array_value_to_string;
-use paimon::catalog::{Catalog as _, Identifier};
 use paimon::spec::ManifestList;
 use paimon_lakestream::LakeStreamContext;
 use tempfile::TempDir;
 
 use crate::support::local_store_options;
+use crate::support::on_request_context as context;
 use crate::support::sorted_rows as rows;
-
-/// A context on a fresh warehouse whose lake-stream tables use the `local`
-/// store, tiering only on request.
-async fn context(dir: &TempDir) -> LakeStreamContext {
-    let options = local_store_options(
-        &dir.path().join("warehouse"),
-        &dir.path().join("store"),
-        "off",
-    );
-    let mut ctx = LakeStreamContext::new();
-    ctx.register_catalog("paimon", options)
-        .await
-        .expect("register the catalog");
-    ctx
-}
 
 /// Runs `sql`, boxed (see [`crate::support::try_sorted_rows`]).
 async fn run(ctx: &LakeStreamContext, sql: &str) {
@@ -36,11 +21,7 @@ async fn run(ctx: &LakeStreamContext, sql: &str) {
 /// The newest snapshot of `default.<table>`: its id, kind, and how many
 /// manifests it names.
 async fn newest(ctx: &LakeStreamContext, table: &str) -> (i64, String, usize) {
-    let catalog = ctx.catalog("paimon").expect("catalog");
-    let table = catalog
-        .get_table(&Identifier::new("default", table))
-        .await
-        .expect("table");
+    let table = crate::support::paimon_table(ctx, table).await;
     let snapshots = table.snapshot_manager();
     let latest = snapshots
         .get_latest_snapshot()

@@ -2,35 +2,12 @@
 //! compaction, snapshot expiry): each test is a way a row could be lost,
 //! duplicated or resurrected, or a table made unreadable.
 
-use paimon::catalog::{Catalog as _, Identifier};
-use paimon::table::Table;
 use paimon_lakestream::maintenance::{compact_data_files, When};
 use paimon_lakestream::LakeStreamContext;
 use tempfile::TempDir;
 
 use crate::support::sorted_rows as rows;
-use crate::support::{local_store_options, run};
-
-async fn context(dir: &TempDir) -> LakeStreamContext {
-    let options = local_store_options(
-        &dir.path().join("warehouse"),
-        &dir.path().join("store"),
-        "off",
-    );
-    let mut ctx = LakeStreamContext::new();
-    ctx.register_catalog("paimon", options)
-        .await
-        .expect("register the catalog");
-    ctx
-}
-
-async fn table(ctx: &LakeStreamContext, name: &str) -> Table {
-    ctx.catalog("paimon")
-        .expect("catalog")
-        .get_table(&Identifier::new("default", name))
-        .await
-        .expect("table")
-}
+use crate::support::{on_request_context as context, paimon_table as table, run};
 
 /// A data-file compaction run with a `Table` loaded before an
 /// `ALTER TABLE ADD COLUMN` (a background tierer's table, or a procedure's,

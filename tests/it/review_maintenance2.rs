@@ -6,35 +6,13 @@ use std::sync::Arc;
 use datafusion::arrow::array::{ArrayRef, Int64Array, Int8Array, StringArray};
 use datafusion::arrow::datatypes::{DataType, Field, Schema};
 use datafusion::arrow::record_batch::RecordBatch;
-use paimon::catalog::{Catalog as _, Identifier};
 use paimon::spec::VALUE_KIND_FIELD_NAME;
 use paimon::table::Table;
 use paimon_lakestream::LakeStreamContext;
 use tempfile::TempDir;
 
 use crate::support::sorted_rows as rows;
-use crate::support::{local_store_options, run};
-
-async fn context(dir: &TempDir) -> LakeStreamContext {
-    let options = local_store_options(
-        &dir.path().join("warehouse"),
-        &dir.path().join("store"),
-        "off",
-    );
-    let mut ctx = LakeStreamContext::new();
-    ctx.register_catalog("paimon", options)
-        .await
-        .expect("register the catalog");
-    ctx
-}
-
-async fn table(ctx: &LakeStreamContext, name: &str) -> Table {
-    ctx.catalog("paimon")
-        .expect("catalog")
-        .get_table(&Identifier::new("default", name))
-        .await
-        .expect("table")
-}
+use crate::support::{on_request_context as context, paimon_table as table, run};
 
 /// `(id, v)` rows as a batch of `table`'s schema.
 fn batch(table: &Table, rows: &[(i64, &str)]) -> RecordBatch {

@@ -125,6 +125,31 @@ pub fn local_store_options(
     ])
 }
 
+/// A context on a fresh warehouse in `dir` (`warehouse/`, the `local`
+/// store in `store/`), registered as `paimon`, tiering only on request.
+pub async fn on_request_context(dir: &TempDir) -> LakeStreamContext {
+    let options = local_store_options(
+        &dir.path().join("warehouse"),
+        &dir.path().join("store"),
+        "off",
+    );
+    let mut ctx = LakeStreamContext::new();
+    ctx.register_catalog("paimon", options)
+        .await
+        .expect("register the catalog");
+    ctx
+}
+
+/// The Paimon table `default.<name>` of the catalog `paimon`, loaded now.
+pub async fn paimon_table(ctx: &LakeStreamContext, name: &str) -> paimon::table::Table {
+    use paimon::catalog::Catalog as _;
+    ctx.catalog("paimon")
+        .expect("catalog")
+        .get_table(&paimon::catalog::Identifier::new("default", name))
+        .await
+        .expect("table")
+}
+
 /// Every row `sql` returns, its values joined with `|`, sorted; or the
 /// query's error. Boxed: planning futures are large in debug builds, and a
 /// test body awaiting many of them would overflow the test thread's stack.
