@@ -53,6 +53,8 @@ impl LakeStreamCatalog {
         registry: Arc<StoreRegistry>,
         catalog_options: HashMap<String, String>,
     ) -> Self {
+        // S3 tables commit through conditional writes (object_storage::commit).
+        let inner = crate::object_storage::guard_catalog(inner, &catalog_options);
         let store = store_options.store().map(|identifier| {
             Arc::new(LazyStore::new(
                 identifier.to_string(),

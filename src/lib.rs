@@ -13,6 +13,7 @@ mod extension;
 pub mod maintenance;
 mod merge;
 pub mod name;
+pub mod object_storage;
 pub mod options;
 pub(crate) mod planner;
 pub mod progress;

@@ -55,7 +55,7 @@ use futures::{StreamExt, TryStreamExt};
 use object_store::path::Path;
 use object_store::{
     CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore,
-    PutMultipartOptions, PutOptions, PutPayload, PutResult, RenameOptions, UploadPart,
+    PutMode, PutMultipartOptions, PutOptions, PutPayload, PutResult, RenameOptions, UploadPart,
 };
 
 /// The name this store gives in its errors.
@@ -179,6 +179,10 @@ pub enum Fault {
     /// A list leaves out objects last modified within this window before the
     /// list. Only for lists.
     ListMissesModifiedWithin(Duration),
+    /// A conditional put (create-if-absent) is carried out unconditionally,
+    /// replacing what is there, and reported as a success: an S3-compatible
+    /// server that ignores `If-None-Match`. Only for puts.
+    IgnoresCondition,
 }
 
 impl Fault {
@@ -206,6 +210,7 @@ impl Fault {
             Fault::Fail(_) | Fault::Delay(_) | Fault::RandomDelay(_) => true,
             Fault::LandsThenFails(_) => op.writes(),
             Fault::ListMissesLatestPuts(_) | Fault::ListMissesModifiedWithin(_) => op == Op::List,
+            Fault::IgnoresCondition => op == Op::Put,
         }
     }
 }
@@ -724,6 +729,15 @@ impl ObjectStore for FaultyStore {
                 self.inner.put_opts(location, payload, opts).await?;
                 self.faults.created(location);
                 Err(kind.error(Op::Put, location.as_ref(), true))
+            }
+            Some(Fault::IgnoresCondition) => {
+                let opts = PutOptions {
+                    mode: PutMode::Overwrite,
+                    ..opts
+                };
+                let result = self.inner.put_opts(location, payload, opts).await?;
+                self.faults.created(location);
+                Ok(result)
             }
             _ => {
                 let result = self.inner.put_opts(location, payload, opts).await?;

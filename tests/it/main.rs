@@ -32,6 +32,7 @@ mod multipart;
 mod rest_server;
 mod rest_smoke;
 mod review_maintenance2;
+mod s3;
 mod s3_server;
 mod shell;
 mod sized_tiering;

@@ -85,3 +85,54 @@ fn the_test_server_speaks_s3_with_conditional_writes() {
     server(&state, "stop").unwrap_or_else(|e| panic!("{e}"));
     assert!(server(&state, "status").is_err(), "stopped");
 }
+
+/// A test server of its own, stopped when dropped: for the tests that run
+/// warehouses and stores on S3 (`s3.rs`).
+pub struct TestS3 {
+    dir: tempfile::TempDir,
+    /// The `s3.*` options the server printed.
+    pub options: std::collections::HashMap<String, String>,
+    /// The bucket it created.
+    pub bucket: String,
+}
+
+impl TestS3 {
+    pub fn start() -> Self {
+        let dir = tempfile::TempDir::new().expect("temp dir");
+        let state = dir.path().join("server.state");
+        let started = server(&state, "start").unwrap_or_else(|e| panic!("{e}"));
+        let line = started.lines().last().expect("an options line");
+        let mut options: std::collections::HashMap<String, String> = line
+            .split(' ')
+            .filter_map(|pair| pair.split_once('='))
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        let bucket = options.remove("bucket").expect("the bucket");
+        Self {
+            dir,
+            options,
+            bucket,
+        }
+    }
+
+    /// Catalog options of a warehouse at `s3://<bucket>/<path>`, plus `extra`.
+    pub fn catalog_options(
+        &self,
+        path: &str,
+        extra: &[(&str, &str)],
+    ) -> std::collections::HashMap<String, String> {
+        let mut options = self.options.clone();
+        options.insert(
+            "warehouse".to_string(),
+            format!("s3://{}/{path}", self.bucket),
+        );
+        options.extend(extra.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+        options
+    }
+}
+
+impl Drop for TestS3 {
+    fn drop(&mut self) {
+        let _ = server(&self.dir.path().join("server.state"), "stop");
+    }
+}

@@ -56,6 +56,7 @@ use self::root::Root;
 use self::table::{with_row_kind, PartsWriter};
 use crate::error::{Error, Result};
 use crate::maintenance;
+use crate::object_storage::S3Options;
 use crate::options::{self, parse_duration, parse_size};
 use crate::store::{
     log_arrow_schema, primary_keys, LakestreamStore, ScanMode, StoreContext, StoreFactory,
@@ -139,6 +140,9 @@ pub struct LocalOptions {
     pub log_retention: Duration,
     /// Bytes of rows (in memory) at which a write rolls into a new part.
     pub segment_size: u64,
+    /// The catalog's S3 options (`s3.endpoint`, keys, ...), for a `path` on
+    /// S3: the store's bucket is reached as the warehouse is.
+    pub s3: S3Options,
 }
 
 impl LocalOptions {
@@ -261,6 +265,7 @@ impl LocalOptions {
             tier_max_rows,
             log_retention,
             segment_size,
+            s3: S3Options::default(),
         })
     }
 }
@@ -297,7 +302,9 @@ fn local_options(context: &StoreContext) -> Result<LocalOptions> {
         .get("warehouse")
         .filter(|_| filesystem)
         .map(String::as_str);
-    LocalOptions::from_options(&context.options, warehouse)
+    let mut options = LocalOptions::from_options(&context.options, warehouse)?;
+    options.s3 = S3Options::from_options(&context.catalog_options);
+    Ok(options)
 }
 
 /// Where the `local` store of a catalog keeps its files, as a table's store
@@ -313,11 +320,7 @@ fn binding_location(context: &StoreContext) -> Result<String> {
         }
     }
     // Secrets never print: user, password, query and fragment go.
-    let _ = url.set_username("");
-    let _ = url.set_password(None);
-    url.set_query(None);
-    url.set_fragment(None);
-    Ok(url.to_string())
+    Ok(root::display_url(&url))
 }
 
 /// The embedded store.
@@ -346,7 +349,7 @@ impl std::fmt::Debug for Inner {
 impl LocalStore {
     /// Opens the store at `options.path` for tables of `catalog`.
     pub fn open(options: LocalOptions, catalog: Arc<dyn Catalog>) -> Result<Self> {
-        let root = Root::open(&options.path)?;
+        let root = Root::open(&options.path, &options.s3)?;
         Ok(Self {
             inner: Arc::new(Inner {
                 root,

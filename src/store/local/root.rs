@@ -26,6 +26,7 @@ use url::Url;
 use super::table::TableState;
 use super::LOCAL;
 use crate::error::{Error, Result};
+use crate::object_storage::{self, S3Options};
 use crate::store::store_error;
 
 /// A store root shared by everything in the process that names it.
@@ -35,7 +36,13 @@ pub(crate) struct Root {
     pub(crate) objects: Arc<dyn ObjectStore>,
     /// The directory behind `objects` when it is local disk.
     pub(crate) local_dir: Option<PathBuf>,
+    /// The catalog's S3 options the root was opened with: also how the
+    /// store reaches the catalog's tables on S3 (tiering's fenced commits).
+    pub(crate) s3: S3Options,
     tables: Mutex<HashMap<Identifier, Arc<TableState>>>,
+    /// Set once this process has seen the object store honour
+    /// create-if-absent ([`Root::check_create_if_absent`]).
+    create_if_absent: tokio::sync::OnceCell<()>,
 }
 
 fn roots() -> &'static Mutex<HashMap<String, Arc<Root>>> {
@@ -53,7 +60,9 @@ pub fn register_object_store(url: &str, objects: Arc<dyn ObjectStore>) -> Result
         url: url.to_string(),
         objects,
         local_dir: None,
+        s3: S3Options::default(),
         tables: Mutex::new(HashMap::new()),
+        create_if_absent: tokio::sync::OnceCell::new(),
     });
     roots()
         .lock()
@@ -78,11 +87,22 @@ pub(crate) enum PutFailed {
 }
 
 impl Root {
-    /// The root at `location`: a URL (`file:///...`, `memory://name`) or a path.
-    pub(crate) fn open(location: &str) -> Result<Arc<Root>> {
+    /// The root at `location`: a URL (`file:///...`, `memory://name`,
+    /// `s3://bucket/path`, reached with the options `s3`) or a path.
+    pub(crate) fn open(location: &str, s3: &S3Options) -> Result<Arc<Root>> {
         let url = to_url(location)?;
         let mut roots = roots().lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(root) = roots.get(url.as_str()) {
+        // One root per location and, on S3, per set of options: two
+        // catalogs with other keys or endpoints share nothing.
+        let key = if object_storage::is_s3(url.as_str()) {
+            use std::hash::{Hash, Hasher};
+            let mut hasher = std::collections::hash_map::DefaultHasher::new();
+            s3.hash(&mut hasher);
+            format!("{url}#{:016x}", hasher.finish())
+        } else {
+            url.to_string()
+        };
+        if let Some(root) = roots.get(&key) {
             return Ok(Arc::clone(root));
         }
         let (objects, local_dir): (Arc<dyn ObjectStore>, Option<PathBuf>) = match url.scheme() {
@@ -102,6 +122,25 @@ impl Root {
                 (Arc::new(objects), Some(dir))
             }
             "memory" => (Arc::new(InMemory::new()), None),
+            "s3" | "s3a" => {
+                let invalid = |reason: String| Error::InvalidOption {
+                    key: "local.path".to_string(),
+                    reason,
+                };
+                let (bucket, prefix) = object_storage::split(url.as_str()).map_err(invalid)?;
+                let objects = s3.object_store(&bucket).map_err(|e| {
+                    invalid(format!("cannot reach '{}' on S3: {e}", display_url(&url)))
+                })?;
+                let prefix = Path::from(prefix.trim_end_matches('/'));
+                if prefix.as_ref().is_empty() {
+                    (Arc::new(objects), None)
+                } else {
+                    (
+                        Arc::new(object_store::prefix::PrefixStore::new(objects, prefix)),
+                        None,
+                    )
+                }
+            }
             other => {
                 let (objects, prefix) =
                     object_store::parse_url(&url).map_err(|e| Error::InvalidOption {
@@ -120,10 +159,99 @@ impl Root {
             url: url.to_string(),
             objects,
             local_dir,
+            s3: s3.clone(),
             tables: Mutex::new(HashMap::new()),
+            create_if_absent: tokio::sync::OnceCell::new(),
         });
-        roots.insert(url.to_string(), Arc::clone(&root));
+        roots.insert(key, Arc::clone(&root));
         Ok(root)
+    }
+
+    /// Checks, once per process, that the object store honours
+    /// create-if-absent (a put with `If-None-Match: *` on S3): everything
+    /// the store does across processes rests on it (two writers never take
+    /// one log position, a deleted position is never taken again). A
+    /// server that ignores the condition, or refuses it, is refused here,
+    /// before anything is written, never used unsafely. Local disk creates
+    /// through hard links and needs no check.
+    pub(crate) async fn check_create_if_absent(&self) -> Result<()> {
+        if self.local_dir.is_some() {
+            return Ok(());
+        }
+        self.create_if_absent
+            .get_or_try_init(|| self.probe_create_if_absent())
+            .await
+            .map(|_| ())
+    }
+
+    async fn probe_create_if_absent(&self) -> Result<()> {
+        let path = Path::from(format!("_probe/create-if-absent-{}", uuid::Uuid::new_v4()));
+        let refused = |what: String| Error::StoreUnavailable {
+            store: LOCAL.to_string(),
+            reason: format!(
+                "the object store at '{}' {what}. The local store creates every log segment \
+                 with a conditional put (create-if-absent, 'If-None-Match: *' on S3), so that \
+                 two writers never take one position and a tiered position is never handed \
+                 out again; without it, writers could overwrite acknowledged rows. Use an \
+                 object store that implements conditional writes (AWS S3, MinIO, versitygw, \
+                 ...), put 'local.path' on local disk, or use the Fluss store",
+                self.display()
+            ),
+        };
+        let create = |bytes: &'static [u8]| {
+            self.objects.put_opts(
+                &path,
+                PutPayload::from_static(bytes),
+                PutMode::Create.into(),
+            )
+        };
+        let outcome = async {
+            match create(b"first").await {
+                Ok(_) => {}
+                Err(object_store::Error::NotImplemented { .. }) => {
+                    return Err(refused("does not support create-if-absent".to_string()))
+                }
+                Err(e) => {
+                    return Err(store_error(
+                        LOCAL,
+                        format!("checking '{}': {e}", self.display()),
+                    ))
+                }
+            }
+            match create(b"second").await {
+                Err(object_store::Error::AlreadyExists { .. }) => {}
+                Ok(_) => {
+                    return Err(refused(
+                        "ignored a create-if-absent: a second create of one object replaced \
+                         the first"
+                            .to_string(),
+                    ))
+                }
+                Err(object_store::Error::NotImplemented { .. }) => {
+                    return Err(refused("does not support create-if-absent".to_string()))
+                }
+                Err(e) => {
+                    return Err(store_error(
+                        LOCAL,
+                        format!("checking '{}': {e}", self.display()),
+                    ))
+                }
+            }
+            match self.get(&path).await? {
+                Some(bytes) if bytes.as_ref() == b"first" => Ok(()),
+                _ => Err(refused(
+                    "answered a create-if-absent as refused but replaced the object".to_string(),
+                )),
+            }
+        }
+        .await;
+        let _ = self.delete(&path).await;
+        outcome
+    }
+
+    /// The root's URL, without credentials.
+    fn display(&self) -> String {
+        Url::parse(&self.url).map_or_else(|_| self.url.clone(), |u| display_url(&u))
     }
 
     /// The state of one table under this root, created on first use.
@@ -225,6 +353,9 @@ impl Root {
                     })
             }
             None => {
+                self.check_create_if_absent()
+                    .await
+                    .map_err(PutFailed::NotApplied)?;
                 let put = self
                     .objects
                     .put_opts(
@@ -419,6 +550,16 @@ fn durable_replace(
         sync_dir(dir)?;
     }
     Ok(())
+}
+
+/// `url` without user, password, query or fragment: what may print.
+pub(crate) fn display_url(url: &Url) -> String {
+    let mut url = url.clone();
+    let _ = url.set_username("");
+    let _ = url.set_password(None);
+    url.set_query(None);
+    url.set_fragment(None);
+    url.to_string()
 }
 
 pub(crate) fn to_url(location: &str) -> Result<Url> {

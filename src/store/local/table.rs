@@ -426,6 +426,8 @@ impl TableState {
     /// Creates the store-side table if it is not there, or replaces one that
     /// belongs to an earlier Paimon table of the same name. Idempotent.
     pub(crate) async fn attach(&self, table: &Table) -> Result<()> {
+        // A store that cannot create safely is refused before it holds rows.
+        self.root.check_create_if_absent().await?;
         let created = paimon_created_ms(table).await?;
         let _in_process = self.tiering.lock().await;
         let _across_processes = self.root.lock_tiering(&self.dir).await?;
@@ -1266,7 +1268,7 @@ impl TableState {
                     &incarnation,
                     table,
                     &schema,
-                    (position, stop_at),
+                    (snapshot_id, position, stop_at),
                     max_rows,
                     flush_bytes,
                 )
@@ -1324,7 +1326,7 @@ impl TableState {
         incarnation: &Arc<Incarnation>,
         table: &Table,
         schema: &SchemaRef,
-        (position, stop_at): (u64, u64),
+        (base, position, stop_at): (Option<i64>, u64, u64),
         max_rows: u64,
         flush_bytes: u64,
     ) -> Result<Option<(u64, u64)>> {
@@ -1391,6 +1393,34 @@ impl TableState {
         }
         let identifier = i64::try_from(seq)
             .map_err(|_| store_error(LOCAL, format!("position {seq} overflows a commit id")))?;
+        // On S3 no lock spans processes: the commit may create only the
+        // snapshot after `base`, the one `position` was read from, so a
+        // second tierer (or any commit in between) makes this one fail,
+        // never land twice (see object_storage::commit).
+        let fenced;
+        let builder = if crate::object_storage::is_s3(table.location()) {
+            let latest = table.snapshot_manager().get_latest_snapshot_id().await?;
+            if latest != base {
+                return Err(store_error(
+                    LOCAL,
+                    format!(
+                        "tiering '{}' read position {position} at snapshot {base:?}, and \
+                         snapshot {latest:?} has landed since; the next round tiers these rows",
+                        self.name()
+                    ),
+                ));
+            }
+            fenced = crate::object_storage::fenced_table(
+                &writing,
+                &self.root.s3,
+                base.map_or(1, |b| b + 1),
+            )?;
+            fenced
+                .new_write_builder()
+                .with_commit_user(&incarnation.user)?
+        } else {
+            builder
+        };
         // An empty commit still records the position: segments set aside
         // (empty) are passed like any other.
         builder

@@ -1,0 +1,296 @@
+//! A Paimon catalog whose S3 tables commit safely: every table it returns
+//! is reopened on the file IO of [`super::commit`]. Wrapped once, in
+//! [`crate::LakeStreamCatalog::new`], so the lake-stream decorator and the
+//! stores it serves see the same tables.
+//!
+//! Every trait method is forwarded, the defaulted ones and `as_any`
+//! included: a method left to its default would silently turn off views,
+//! tags, partitions or REST procedures of the wrapped catalog.
+
+use std::any::Any;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use paimon::api::{GetTagResponse, PagedList};
+use paimon::catalog::{Catalog, Database, Function, Identifier, LoadedTable, View, ViewSchema};
+use paimon::spec::{Partition, PartitionStatistics, Schema, SchemaChange};
+use paimon::table::Table;
+
+use super::{commit, is_s3, S3Options};
+
+/// `inner` with safe commits when its warehouse is on S3 (a REST catalog's
+/// warehouse is a name, and its tables commit through the catalog);
+/// otherwise `inner` itself.
+pub(super) fn guard(
+    inner: Arc<dyn Catalog>,
+    catalog_options: &HashMap<String, String>,
+) -> Arc<dyn Catalog> {
+    let on_s3 = catalog_options.get("warehouse").is_some_and(|w| is_s3(w));
+    if !on_s3 {
+        return inner;
+    }
+    Arc::new(SafeCommits {
+        inner,
+        s3: S3Options::from_options(catalog_options),
+    })
+}
+
+struct SafeCommits {
+    inner: Arc<dyn Catalog>,
+    s3: S3Options,
+}
+
+#[async_trait]
+impl Catalog for SafeCommits {
+    fn as_any(&self) -> Option<&dyn Any> {
+        self.inner.as_any()
+    }
+
+    async fn list_databases(&self) -> paimon::Result<Vec<String>> {
+        self.inner.list_databases().await
+    }
+
+    async fn create_database(
+        &self,
+        name: &str,
+        ignore_if_exists: bool,
+        properties: HashMap<String, String>,
+    ) -> paimon::Result<()> {
+        self.inner
+            .create_database(name, ignore_if_exists, properties)
+            .await
+    }
+
+    async fn get_database(&self, name: &str) -> paimon::Result<Database> {
+        self.inner.get_database(name).await
+    }
+
+    async fn drop_database(
+        &self,
+        name: &str,
+        ignore_if_not_exists: bool,
+        cascade: bool,
+    ) -> paimon::Result<()> {
+        self.inner
+            .drop_database(name, ignore_if_not_exists, cascade)
+            .await
+    }
+
+    async fn get_table(&self, identifier: &Identifier) -> paimon::Result<Table> {
+        commit::guard(self.inner.get_table(identifier).await?, &self.s3)
+    }
+
+    async fn load_table(&self, identifier: &Identifier) -> paimon::Result<LoadedTable> {
+        match self.inner.load_table(identifier).await? {
+            LoadedTable::Paimon(table) => Ok(LoadedTable::Paimon(Box::new(commit::guard(
+                *table, &self.s3,
+            )?))),
+            other => Ok(other),
+        }
+    }
+
+    async fn list_tables(&self, database_name: &str) -> paimon::Result<Vec<String>> {
+        self.inner.list_tables(database_name).await
+    }
+
+    async fn create_table(
+        &self,
+        identifier: &Identifier,
+        creation: Schema,
+        ignore_if_exists: bool,
+    ) -> paimon::Result<()> {
+        self.inner
+            .create_table(identifier, creation, ignore_if_exists)
+            .await
+    }
+
+    async fn drop_table(
+        &self,
+        identifier: &Identifier,
+        ignore_if_not_exists: bool,
+    ) -> paimon::Result<()> {
+        self.inner
+            .drop_table(identifier, ignore_if_not_exists)
+            .await
+    }
+
+    async fn rename_table(
+        &self,
+        from: &Identifier,
+        to: &Identifier,
+        ignore_if_not_exists: bool,
+    ) -> paimon::Result<()> {
+        self.inner
+            .rename_table(from, to, ignore_if_not_exists)
+            .await
+    }
+
+    async fn alter_table(
+        &self,
+        identifier: &Identifier,
+        changes: Vec<SchemaChange>,
+        ignore_if_not_exists: bool,
+    ) -> paimon::Result<()> {
+        self.inner
+            .alter_table(identifier, changes, ignore_if_not_exists)
+            .await
+    }
+    async fn create_tag(
+        &self,
+        identifier: &Identifier,
+        tag_name: &str,
+        snapshot_id: Option<i64>,
+        ignore_if_exists: bool,
+    ) -> paimon::Result<()> {
+        self.inner
+            .create_tag(identifier, tag_name, snapshot_id, ignore_if_exists)
+            .await
+    }
+
+    async fn create_tag_with_retention(
+        &self,
+        identifier: &Identifier,
+        tag_name: &str,
+        snapshot_id: Option<i64>,
+        time_retained: Option<&str>,
+        ignore_if_exists: bool,
+    ) -> paimon::Result<()> {
+        self.inner
+            .create_tag_with_retention(
+                identifier,
+                tag_name,
+                snapshot_id,
+                time_retained,
+                ignore_if_exists,
+            )
+            .await
+    }
+
+    async fn get_tag(
+        &self,
+        identifier: &Identifier,
+        tag_name: &str,
+    ) -> paimon::Result<GetTagResponse> {
+        self.inner.get_tag(identifier, tag_name).await
+    }
+
+    async fn delete_tag(
+        &self,
+        identifier: &Identifier,
+        tag_name: &str,
+        ignore_if_not_exists: bool,
+    ) -> paimon::Result<()> {
+        self.inner
+            .delete_tag(identifier, tag_name, ignore_if_not_exists)
+            .await
+    }
+
+    async fn create_view(
+        &self,
+        identifier: &Identifier,
+        schema: ViewSchema,
+        ignore_if_exists: bool,
+    ) -> paimon::Result<()> {
+        self.inner
+            .create_view(identifier, schema, ignore_if_exists)
+            .await
+    }
+
+    async fn drop_view(
+        &self,
+        identifier: &Identifier,
+        ignore_if_not_exists: bool,
+    ) -> paimon::Result<()> {
+        self.inner.drop_view(identifier, ignore_if_not_exists).await
+    }
+
+    async fn list_views(&self, database_name: &str) -> paimon::Result<Vec<String>> {
+        self.inner.list_views(database_name).await
+    }
+
+    async fn get_view(&self, identifier: &Identifier) -> paimon::Result<View> {
+        self.inner.get_view(identifier).await
+    }
+
+    async fn create_function(
+        &self,
+        function: &Function,
+        ignore_if_exists: bool,
+    ) -> paimon::Result<()> {
+        self.inner.create_function(function, ignore_if_exists).await
+    }
+
+    async fn list_functions(&self, database_name: &str) -> paimon::Result<Vec<String>> {
+        self.inner.list_functions(database_name).await
+    }
+
+    async fn get_function(&self, identifier: &Identifier) -> paimon::Result<Function> {
+        self.inner.get_function(identifier).await
+    }
+
+    async fn create_partitions(
+        &self,
+        identifier: &Identifier,
+        partition_specs: Vec<HashMap<String, String>>,
+        ignore_if_exists: bool,
+    ) -> paimon::Result<()> {
+        self.inner
+            .create_partitions(identifier, partition_specs, ignore_if_exists)
+            .await
+    }
+
+    async fn create_partitions_with_statistics(
+        &self,
+        identifier: &Identifier,
+        partition_specs: Vec<HashMap<String, String>>,
+        ignore_if_exists: bool,
+        statistics: Option<Vec<PartitionStatistics>>,
+        replace_statistics: bool,
+    ) -> paimon::Result<()> {
+        self.inner
+            .create_partitions_with_statistics(
+                identifier,
+                partition_specs,
+                ignore_if_exists,
+                statistics,
+                replace_statistics,
+            )
+            .await
+    }
+
+    async fn drop_partitions(
+        &self,
+        identifier: &Identifier,
+        partition_specs: Vec<HashMap<String, String>>,
+    ) -> paimon::Result<()> {
+        self.inner
+            .drop_partitions(identifier, partition_specs)
+            .await
+    }
+
+    async fn list_partitions_by_names(
+        &self,
+        identifier: &Identifier,
+        partition_specs: Vec<HashMap<String, String>>,
+    ) -> paimon::Result<Vec<Partition>> {
+        self.inner
+            .list_partitions_by_names(identifier, partition_specs)
+            .await
+    }
+
+    async fn list_partitions(&self, identifier: &Identifier) -> paimon::Result<Vec<Partition>> {
+        self.inner.list_partitions(identifier).await
+    }
+
+    async fn list_partitions_paged(
+        &self,
+        identifier: &Identifier,
+        max_results: Option<u32>,
+        page_token: Option<&str>,
+    ) -> paimon::Result<PagedList<Partition>> {
+        self.inner
+            .list_partitions_paged(identifier, max_results, page_token)
+            .await
+    }
+}

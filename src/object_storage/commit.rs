@@ -1,0 +1,301 @@
+//! Safe Paimon commits on S3.
+//!
+//! paimon 0.4 publishes a snapshot by writing it aside and renaming it
+//! under its name, after checking that the name is free. S3 cannot rename,
+//! so paimon falls back to checking that the snapshot file is absent and
+//! then writing it: two commits at once can both find `snapshot-7` absent,
+//! and the second write replaces the first, losing its rows without an
+//! error. Schema files (`ALTER TABLE`) are written the same way.
+//!
+//! Tables on S3 are therefore opened with a file IO of our own
+//! ([`guard`]): the same opendal S3 service, under a layer that writes a
+//! snapshot or schema file only if no object has its name (`If-None-Match:
+//! *`). The second of two commits fails its write; paimon's commit then
+//! retries on the next snapshot id (its own conflict handling), so both
+//! commits land, one after the other, as on a file system.
+//!
+//! A commit that must land on exactly the snapshot it was planned against
+//! (tiering: the range it commits was read from that snapshot) is made
+//! through [`fenced`]: its file IO refuses to create any snapshot of the
+//! table but the next one, so if anything else committed in between, the
+//! commit fails instead of landing later. This is the fence that makes a
+//! second tierer harmless, whatever the clocks and however long a process
+//! paused: no lease can stop a paused holder from writing, a conditional
+//! write can.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::{Arc, Mutex};
+
+use opendal::raw::*;
+use opendal::*;
+use paimon::io::{FileIO, FileIOBuilder, FileIOProvider};
+use paimon::table::Table;
+
+use super::S3Options;
+
+/// A snapshot every commit through a fenced table must create.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Fence {
+    /// The table's directory in its bucket, ending in `/`.
+    table: String,
+    /// The only snapshot id the commit may create.
+    next: i64,
+}
+
+/// The id of a snapshot file, and the table directory it is under (ending
+/// in `/`), when `path` names one of the table's main-branch snapshots.
+fn snapshot_file(path: &str) -> Option<(&str, i64)> {
+    let (dir, name) = path.trim_start_matches('/').rsplit_once('/')?;
+    let id = name.strip_prefix("snapshot-")?.parse::<i64>().ok()?;
+    let table = dir.strip_suffix("snapshot")?;
+    (table.is_empty() || table.ends_with('/')).then_some((table, id))
+}
+
+/// Whether `path` names a file that a commit must create, never replace:
+/// a snapshot or a schema, of any branch.
+fn create_only(path: &str) -> bool {
+    let Some((dir, name)) = path.trim_start_matches('/').rsplit_once('/') else {
+        return false;
+    };
+    let numbered = |prefix: &str| {
+        name.strip_prefix(prefix)
+            .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+    };
+    (dir.ends_with("snapshot") && numbered("snapshot-"))
+        || (dir.ends_with("schema") && numbered("schema-"))
+}
+
+/// The opendal layer behind [`guard`] and [`fenced`].
+#[derive(Debug, Clone)]
+struct CreateOnce {
+    fence: Option<Fence>,
+}
+
+impl Layer for CreateOnce {
+    fn apply_service(&self, inner: Servicer) -> Servicer {
+        Arc::new(CreateOnceService {
+            inner,
+            fence: self.fence.clone(),
+        })
+    }
+}
+
+#[derive(Debug)]
+struct CreateOnceService {
+    inner: Servicer,
+    fence: Option<Fence>,
+}
+
+impl Service for CreateOnceService {
+    type Reader = oio::Reader;
+    type Writer = oio::Writer;
+    type Lister = oio::Lister;
+    type Deleter = oio::Deleter;
+    type Copier = oio::Copier;
+
+    fn info(&self) -> ServiceInfo {
+        self.inner.info()
+    }
+
+    fn capability(&self) -> Capability {
+        self.inner.capability()
+    }
+
+    async fn create_dir(
+        &self,
+        ctx: &OperationContext,
+        path: &str,
+        args: OpCreateDir,
+    ) -> Result<RpCreateDir> {
+        self.inner.create_dir(ctx, path, args).await
+    }
+
+    async fn stat(&self, ctx: &OperationContext, path: &str, args: OpStat) -> Result<RpStat> {
+        self.inner.stat(ctx, path, args).await
+    }
+
+    fn read(&self, ctx: &OperationContext, path: &str, args: OpRead) -> Result<Self::Reader> {
+        self.inner.read(ctx, path, args)
+    }
+
+    fn write(&self, ctx: &OperationContext, path: &str, args: OpWrite) -> Result<Self::Writer> {
+        if let (Some(fence), Some((table, id))) = (&self.fence, snapshot_file(path)) {
+            if table == fence.table && id != fence.next {
+                return Err(Error::new(
+                    ErrorKind::ConditionNotMatch,
+                    format!(
+                        "this commit was planned against snapshot {} and may only create \
+                         snapshot {}, not {id}: another commit landed in between",
+                        fence.next - 1,
+                        fence.next
+                    ),
+                ));
+            }
+        }
+        let args = if create_only(path) {
+            args.with_if_not_exists(true)
+        } else {
+            args
+        };
+        self.inner.write(ctx, path, args)
+    }
+
+    fn delete(&self, ctx: &OperationContext) -> Result<Self::Deleter> {
+        self.inner.delete(ctx)
+    }
+
+    fn list(&self, ctx: &OperationContext, path: &str, args: OpList) -> Result<Self::Lister> {
+        self.inner.list(ctx, path, args)
+    }
+
+    fn copy(
+        &self,
+        ctx: &OperationContext,
+        from: &str,
+        to: &str,
+        args: OpCopy,
+        opts: OpCopier,
+    ) -> Result<Self::Copier> {
+        self.inner.copy(ctx, from, to, args, opts)
+    }
+
+    async fn rename(
+        &self,
+        ctx: &OperationContext,
+        from: &str,
+        to: &str,
+        args: OpRename,
+    ) -> Result<RpRename> {
+        // A rename could replace a snapshot: S3 has none, and neither does
+        // this file IO, so paimon takes its create path.
+        let _ = (ctx, from, to, args);
+        Err(Error::new(
+            ErrorKind::Unsupported,
+            "rename is not atomic on S3; commits create their files conditionally",
+        ))
+    }
+
+    async fn presign(
+        &self,
+        ctx: &OperationContext,
+        path: &str,
+        args: OpPresign,
+    ) -> Result<RpPresign> {
+        self.inner.presign(ctx, path, args).await
+    }
+}
+
+/// Paimon's file IO for S3 tables: one operator per bucket, under
+/// [`CreateOnce`].
+struct Provider {
+    s3: S3Options,
+    fence: Option<Fence>,
+    operators: Mutex<HashMap<String, Operator>>,
+}
+
+impl fmt::Debug for Provider {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("S3CommitFileIO")
+            .field("s3", &self.s3)
+            .field("fence", &self.fence)
+            .finish_non_exhaustive()
+    }
+}
+
+#[async_trait::async_trait]
+impl FileIOProvider for Provider {
+    async fn create(&self, path: &str) -> paimon::Result<(Operator, String)> {
+        let (bucket, key) =
+            super::split(path).map_err(|message| paimon::Error::ConfigInvalid { message })?;
+        let mut operators = self.operators.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(operator) = operators.get(&bucket) {
+            return Ok((operator.clone(), key));
+        }
+        let operator = self
+            .s3
+            .operator(&bucket)
+            .map_err(|message| paimon::Error::ConfigInvalid { message })?
+            .layer(CreateOnce {
+                fence: self.fence.clone(),
+            });
+        operators.insert(bucket, operator.clone());
+        Ok((operator, key))
+    }
+}
+
+fn file_io(s3: &S3Options, fence: Option<Fence>) -> paimon::Result<FileIO> {
+    FileIOBuilder::new("s3")
+        .with_provider(Arc::new(Provider {
+            s3: s3.clone(),
+            fence,
+            operators: Mutex::new(HashMap::new()),
+        }))
+        .build()
+}
+
+/// `table` on a file IO whose commits never replace a snapshot or schema
+/// file, when it is on S3 and commits through its files (a REST catalog's
+/// tables commit through the catalog and are returned as they are).
+pub(super) fn guard(table: Table, s3: &S3Options) -> paimon::Result<Table> {
+    if !super::is_s3(table.location()) || table.rest_env().is_some() {
+        return Ok(table);
+    }
+    reopen(&table, file_io(s3, None)?)
+}
+
+/// `table` on a file IO that lets a commit create snapshot `next` of it and
+/// no other, for a commit planned against snapshot `next - 1` (see the
+/// module docs). Tables off S3 are returned as they are.
+pub(super) fn fenced(table: &Table, s3: &S3Options, next: i64) -> paimon::Result<Table> {
+    if !super::is_s3(table.location()) || table.rest_env().is_some() {
+        return Ok(table.clone());
+    }
+    let (_, key) = super::split(table.location())
+        .map_err(|message| paimon::Error::ConfigInvalid { message })?;
+    let mut dir = key.trim_start_matches('/').to_string();
+    if !dir.ends_with('/') {
+        dir.push('/');
+    }
+    let fence = Fence { table: dir, next };
+    reopen(table, file_io(s3, Some(fence))?)
+}
+
+fn reopen(table: &Table, file_io: FileIO) -> paimon::Result<Table> {
+    let opened = Table::new(
+        file_io,
+        table.identifier().clone(),
+        table.location().to_string(),
+        table.schema().clone(),
+        None,
+    );
+    if table.branch() == opened.branch() {
+        Ok(opened)
+    } else {
+        opened.copy_with_resolved_schema(table.schema().clone(), table.branch())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn snapshot_and_schema_files_are_recognised() {
+        assert_eq!(
+            snapshot_file("w/db.db/t/snapshot/snapshot-12"),
+            Some(("w/db.db/t/", 12))
+        );
+        assert_eq!(snapshot_file("snapshot/snapshot-1"), Some(("", 1)));
+        assert_eq!(snapshot_file("w/t/snapshot/LATEST"), None);
+        assert_eq!(snapshot_file("w/t/snapshot/snapshot-1.tmp-x"), None);
+        assert_eq!(snapshot_file("w/t/mysnapshot/snapshot-1"), None);
+        assert!(create_only("w/t/snapshot/snapshot-3"));
+        assert!(create_only("w/t/branch/branch-b/snapshot/snapshot-3"));
+        assert!(create_only("w/t/schema/schema-0"));
+        assert!(!create_only("w/t/snapshot/LATEST"));
+        assert!(!create_only("w/t/snapshot/EARLIEST"));
+        assert!(!create_only("w/t/snapshot/snapshot-3.tmp-abc"));
+        assert!(!create_only("w/t/bucket-0/data-1.parquet"));
+    }
+}

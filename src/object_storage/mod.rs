@@ -1,0 +1,359 @@
+//! Warehouses and store roots on S3.
+//!
+//! One set of options configures everything that touches a bucket: Paimon's
+//! own (`s3.endpoint`, `s3.access-key`, `s3.secret-key`, `s3.region`,
+//! `s3.path-style-access`, `s3.session.token`, and the `fs.s3a.*` and
+//! `s3a.*` spellings Java Paimon accepts), read here once into
+//! [`S3Options`]. They build Paimon's file IO for the catalog's tables
+//! ([`commit`]) and the `local` store's object store. Without keys, the AWS
+//! environment (`AWS_ACCESS_KEY_ID`, `AWS_PROFILE`, ...) and credential chain
+//! apply.
+//!
+//! Keys never print: [`S3Options`] shows which options are set and never
+//! their values, and [`is_secret`] names the option keys whose values are
+//! hidden everywhere else (the shell's history, `SHOW CATALOGS`).
+//!
+//! On S3 nothing renames atomically, so commits are made safe by
+//! conditional writes ([`commit`]); see `docs/object-storage.md`.
+
+#[cfg(feature = "s3")]
+mod catalog;
+#[cfg(feature = "s3")]
+mod commit;
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::Arc;
+
+use paimon::catalog::Catalog;
+use paimon::table::Table;
+
+#[cfg(feature = "s3")]
+use object_store::aws::{AmazonS3, AmazonS3Builder};
+use url::Url;
+
+/// The URL schemes that name S3 locations.
+const SCHEMES: &[&str] = &["s3", "s3a"];
+
+/// Whether `location` is on S3 (`s3://bucket/...`, `s3a://bucket/...`).
+pub(crate) fn is_s3(location: &str) -> bool {
+    SCHEMES.iter().any(|s| {
+        location.len() > s.len() + 3
+            && location[..s.len() + 3].eq_ignore_ascii_case(&format!("{s}://"))
+    })
+}
+
+/// Whether the value of option `key` is a secret that must never print:
+/// keys, tokens, passwords, credentials. Matches the spellings of every
+/// store and of Paimon's file IO (`s3.secret-key`, `fs.s3a.access.key`,
+/// `s3.session.token`, `client.security.sasl.password`, ...).
+pub fn is_secret(key: &str) -> bool {
+    let key = key.trim().trim_matches('\'').to_ascii_lowercase();
+    ["secret", "token", "password", "credential", "jaas"]
+        .iter()
+        .any(|word| key.contains(word))
+        || key.ends_with("access-key")
+        || key.ends_with("access.key")
+        || key.ends_with("access_key")
+        || key.ends_with("access-key-id")
+        || key.ends_with("sse.key")
+        || key.ends_with("sse-c.key")
+}
+
+/// The S3 options of a catalog. `Debug` names the options that are set,
+/// never a value other than the endpoint, region and style.
+#[derive(Clone, Default, PartialEq, Eq, Hash)]
+pub struct S3Options {
+    endpoint: Option<String>,
+    access_key: Option<String>,
+    secret_key: Option<String>,
+    session_token: Option<String>,
+    region: Option<String>,
+    path_style: bool,
+}
+
+impl fmt::Debug for S3Options {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let set = |v: &Option<String>| if v.is_some() { "<set>" } else { "<unset>" };
+        f.debug_struct("S3Options")
+            .field("endpoint", &self.endpoint)
+            .field("region", &self.region)
+            .field("path_style", &self.path_style)
+            .field("access_key", &set(&self.access_key))
+            .field("secret_key", &set(&self.secret_key))
+            .field("session_token", &set(&self.session_token))
+            .finish()
+    }
+}
+
+impl S3Options {
+    /// Reads the S3 options among a catalog's options; other keys are
+    /// ignored. Java's prefixes (`fs.s3a.`, `s3a.`) and dotted spellings
+    /// (`s3.access.key`) are accepted; `s3.` spellings win.
+    pub fn from_options<'a>(options: impl IntoIterator<Item = (&'a String, &'a String)>) -> Self {
+        let mut found: HashMap<String, (u8, String)> = HashMap::new();
+        for (key, value) in options {
+            let key = key.trim().to_ascii_lowercase();
+            let (rank, rest) = if let Some(rest) = key.strip_prefix("s3.") {
+                (0, rest)
+            } else if let Some(rest) = key.strip_prefix("s3a.") {
+                (1, rest)
+            } else if let Some(rest) = key.strip_prefix("fs.s3a.") {
+                (2, rest)
+            } else {
+                continue;
+            };
+            let canonical = match rest {
+                "endpoint" => "endpoint",
+                "access-key" | "access.key" => "access-key",
+                "secret-key" | "secret.key" => "secret-key",
+                "session.token" | "session-token" => "session-token",
+                "region" | "endpoint.region" => "region",
+                "path-style-access" | "path.style.access" => "path-style",
+                _ => continue,
+            };
+            let value = value.trim().to_string();
+            if value.is_empty() {
+                continue;
+            }
+            match found.get(canonical) {
+                Some((held, _)) if *held <= rank => {}
+                _ => {
+                    found.insert(canonical.to_string(), (rank, value));
+                }
+            }
+        }
+        let mut take = |key: &str| found.remove(key).map(|(_, v)| v);
+        S3Options {
+            endpoint: take("endpoint"),
+            access_key: take("access-key"),
+            secret_key: take("secret-key"),
+            session_token: take("session-token"),
+            region: take("region"),
+            path_style: take("path-style").is_some_and(|v| v.eq_ignore_ascii_case("true")),
+        }
+    }
+
+    /// A client for `bucket`: this build has no S3 support.
+    #[cfg(not(feature = "s3"))]
+    pub(crate) fn object_store(
+        &self,
+        bucket: &str,
+    ) -> Result<object_store::memory::InMemory, String> {
+        let _ = bucket;
+        Err("this build of paimon-lakestream has no S3 support (the cargo feature 's3')".into())
+    }
+
+    /// The endpoint as a URL: `https://` is assumed when none is written.
+    fn endpoint_url(&self) -> Option<String> {
+        self.endpoint.as_ref().map(|e| {
+            if e.contains("://") {
+                e.trim_end_matches('/').to_string()
+            } else {
+                format!("https://{}", e.trim_end_matches('/'))
+            }
+        })
+    }
+
+    /// The region: the option, else the AWS environment's, else `us-east-1`.
+    fn region(&self) -> String {
+        self.region
+            .clone()
+            .or_else(|| std::env::var("AWS_REGION").ok())
+            .or_else(|| std::env::var("AWS_DEFAULT_REGION").ok())
+            .unwrap_or_else(|| "us-east-1".to_string())
+    }
+
+    /// An object_store client for `bucket` (the `local` store's root).
+    #[cfg(feature = "s3")]
+    pub(crate) fn object_store(&self, bucket: &str) -> Result<AmazonS3, String> {
+        let mut builder = AmazonS3Builder::from_env()
+            .with_bucket_name(bucket)
+            .with_region(self.region());
+        if let Some(key) = &self.access_key {
+            builder = builder.with_access_key_id(key);
+        }
+        if let Some(secret) = &self.secret_key {
+            builder = builder.with_secret_access_key(secret);
+        }
+        if let Some(token) = &self.session_token {
+            builder = builder.with_token(token);
+        }
+        match self.endpoint_url() {
+            Some(endpoint) => {
+                if endpoint.starts_with("http://") {
+                    builder = builder.with_allow_http(true);
+                }
+                if self.path_style {
+                    builder = builder
+                        .with_endpoint(endpoint)
+                        .with_virtual_hosted_style_request(false);
+                } else {
+                    // object_store wants the bucket in a virtual-hosted endpoint.
+                    let mut url = Url::parse(&endpoint)
+                        .map_err(|e| format!("'s3.endpoint' is not a URL: {e}"))?;
+                    let host = url.host_str().unwrap_or_default().to_string();
+                    url.set_host(Some(&format!("{bucket}.{host}")))
+                        .map_err(|e| format!("'s3.endpoint' is not a URL: {e}"))?;
+                    builder = builder
+                        .with_endpoint(url.as_str().trim_end_matches('/'))
+                        .with_virtual_hosted_style_request(true);
+                }
+            }
+            None => builder = builder.with_virtual_hosted_style_request(!self.path_style),
+        }
+        builder.build().map_err(|e| e.to_string())
+    }
+
+    /// An opendal operator for `bucket` (Paimon's file IO).
+    #[cfg(feature = "s3")]
+    pub(crate) fn operator(&self, bucket: &str) -> Result<opendal::Operator, String> {
+        let mut builder = opendal_service_s3::S3::default()
+            .bucket(bucket)
+            .root("/")
+            .region(&self.region());
+        if let Some(endpoint) = self.endpoint_url() {
+            builder = builder.endpoint(&endpoint);
+        }
+        if let Some(key) = &self.access_key {
+            builder = builder.access_key_id(key);
+        }
+        if let Some(secret) = &self.secret_key {
+            builder = builder.secret_access_key(secret);
+        }
+        if let Some(token) = &self.session_token {
+            builder = builder.session_token(token);
+        }
+        if !self.path_style {
+            builder = builder.enable_virtual_host_style();
+        }
+        let operator = opendal::Operator::new(builder).map_err(|e| e.to_string())?;
+        let transport = opendal::HttpTransporter::new(
+            opendal_http_transport_reqwest::ReqwestTransport::default(),
+        );
+        Ok(operator.with_context(opendal::OperationContext::new().with_http_transport(transport)))
+    }
+}
+
+/// `catalog` with safe commits on S3 ([`commit`]) when its warehouse is
+/// there; otherwise `catalog` itself.
+pub(crate) fn guard_catalog(
+    catalog: Arc<dyn Catalog>,
+    catalog_options: &HashMap<String, String>,
+) -> Arc<dyn Catalog> {
+    #[cfg(feature = "s3")]
+    return catalog::guard(catalog, catalog_options);
+    #[cfg(not(feature = "s3"))]
+    {
+        let _ = catalog_options;
+        catalog
+    }
+}
+
+/// `table` for a commit that may create snapshot `next` and no other, when
+/// it is on S3 (see [`commit`]); otherwise `table` itself.
+pub(crate) fn fenced_table(table: &Table, s3: &S3Options, next: i64) -> paimon::Result<Table> {
+    #[cfg(feature = "s3")]
+    return commit::fenced(table, s3, next);
+    #[cfg(not(feature = "s3"))]
+    {
+        let _ = (s3, next);
+        Ok(table.clone())
+    }
+}
+
+/// The bucket and the key under it of an S3 location.
+pub(crate) fn split(location: &str) -> Result<(String, String), String> {
+    let url = Url::parse(location).map_err(|e| format!("'{location}' is not a URL: {e}"))?;
+    if !SCHEMES.contains(&url.scheme()) {
+        return Err(format!(
+            "'{location}' is not an S3 location (s3://bucket/path)"
+        ));
+    }
+    let bucket = url
+        .host_str()
+        .filter(|b| !b.is_empty())
+        .ok_or_else(|| format!("'{location}' names no bucket (s3://bucket/path)"))?
+        .to_string();
+    let prefix = format!("{}://{bucket}/", url.scheme());
+    let key = location
+        .get(prefix.len()..)
+        .filter(|_| location[..prefix.len().min(location.len())].eq_ignore_ascii_case(&prefix))
+        .unwrap_or("")
+        .to_string();
+    Ok((bucket, key))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn options(pairs: &[(&str, &str)]) -> HashMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn options_are_read_in_every_spelling_and_never_print() {
+        let parsed = S3Options::from_options(&options(&[
+            ("fs.s3a.access.key", "AKIDJAVA"),
+            ("s3.access-key", "AKID"),
+            ("s3a.secret.key", "S3CR3T"),
+            ("s3.session.token", "T0K3N"),
+            ("s3.endpoint", "127.0.0.1:9000"),
+            ("s3.path-style-access", "TRUE"),
+            ("warehouse", "s3://b/w"),
+        ]));
+        assert_eq!(parsed.access_key.as_deref(), Some("AKID"));
+        assert_eq!(parsed.secret_key.as_deref(), Some("S3CR3T"));
+        assert_eq!(parsed.session_token.as_deref(), Some("T0K3N"));
+        assert!(parsed.path_style);
+        assert_eq!(
+            parsed.endpoint_url().as_deref(),
+            Some("https://127.0.0.1:9000")
+        );
+        let shown = format!("{parsed:?}");
+        for secret in ["AKID", "S3CR3T", "T0K3N"] {
+            assert!(!shown.contains(secret), "{shown}");
+        }
+    }
+
+    #[test]
+    fn secret_keys_are_named() {
+        for key in [
+            "s3.secret-key",
+            "s3.access-key",
+            "fs.s3a.access.key",
+            "S3.Session.Token",
+            "'s3.secret.key'",
+            "client.security.sasl.password",
+            "client.security.sasl.jaas.config",
+            "s3.sse-c.key",
+        ] {
+            assert!(is_secret(key), "{key}");
+        }
+        for key in [
+            "s3.endpoint",
+            "s3.region",
+            "warehouse",
+            "local.path",
+            "s3.path-style-access",
+        ] {
+            assert!(!is_secret(key), "{key}");
+        }
+    }
+
+    #[test]
+    fn locations_split_into_bucket_and_key() {
+        assert_eq!(
+            split("s3://b/w/db.db/t").unwrap(),
+            ("b".to_string(), "w/db.db/t".to_string())
+        );
+        assert_eq!(split("s3a://b/").unwrap(), ("b".to_string(), String::new()));
+        assert!(split("s3:///w").is_err());
+        assert!(split("file:///w").is_err());
+        assert!(is_s3("S3://b/w") && is_s3("s3a://b") && !is_s3("/s3://") && !is_s3("s3://"));
+    }
+}
