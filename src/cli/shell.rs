@@ -143,7 +143,8 @@ pub async fn run(ctx: &mut LakeStreamContext, mut options: ShellOptions) -> Resu
         if input.trim().is_empty() {
             continue;
         }
-        let _ = editor.add_history_entry(input.trim_end());
+        // Keys typed into CREATE CATALOG never reach the history file.
+        let _ = editor.add_history_entry(crate::object_storage::redact_secrets(input.trim_end()));
         if let Some(history) = &options.history {
             let _ = editor.save_history(history);
         }

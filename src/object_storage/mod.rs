@@ -60,6 +60,50 @@ pub fn is_secret(key: &str) -> bool {
         || key.ends_with("sse-c.key")
 }
 
+/// `text` (a statement as typed) with the value of every secret option
+/// (`'s3.secret-key' = '...'`, see [`is_secret`]) replaced by `'***'`:
+/// what the shell keeps in its history.
+pub fn redact_secrets(text: &str) -> String {
+    // The single-quoted strings of the text, quotes included ('' escapes).
+    let bytes = text.as_bytes();
+    let mut strings = Vec::new();
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'\'' {
+            let start = i;
+            i += 1;
+            loop {
+                match bytes.get(i) {
+                    None => break,
+                    Some(b'\'') if bytes.get(i + 1) == Some(&b'\'') => i += 2,
+                    Some(b'\'') => break,
+                    Some(_) => i += 1,
+                }
+            }
+            strings.push((start, (i + 1).min(bytes.len())));
+        }
+        i += 1;
+    }
+    let mut hidden = Vec::new();
+    for pair in strings.windows(2) {
+        let ((key_start, key_end), (value_start, value_end)) = (pair[0], pair[1]);
+        let key = &text[key_start + 1..key_end.saturating_sub(1).max(key_start + 1)];
+        let between = text[key_end..value_start].trim();
+        if is_secret(key) && (between == "=" || between == "=>") {
+            hidden.push((value_start, value_end));
+        }
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut at = 0;
+    for (start, end) in hidden {
+        out.push_str(&text[at..start]);
+        out.push_str("'***'");
+        at = end;
+    }
+    out.push_str(&text[at..]);
+    out
+}
+
 /// The S3 options of a catalog. `Debug` names the options that are set,
 /// never a value other than the endpoint, region and style.
 #[derive(Clone, Default, PartialEq, Eq, Hash)]
@@ -343,6 +387,27 @@ mod tests {
         ] {
             assert!(!is_secret(key), "{key}");
         }
+    }
+
+    #[test]
+    fn secret_values_are_redacted_from_statements() {
+        let sql = "CREATE CATALOG c WITH ('warehouse' = 's3://b/w', 's3.access-key'='AK', \
+                   's3.secret-key' =  'it''s secret', 'x' = 'y');";
+        let redacted = redact_secrets(sql);
+        assert_eq!(
+            redacted,
+            "CREATE CATALOG c WITH ('warehouse' = 's3://b/w', 's3.access-key'='***', \
+             's3.secret-key' =  '***', 'x' = 'y');"
+        );
+        assert_eq!(
+            redact_secrets("SELECT 'it''s', 's3.secret-key'"),
+            "SELECT 'it''s', 's3.secret-key'"
+        );
+        assert_eq!(
+            redact_secrets("'s3.secret-key' = 'unterminated"),
+            "'s3.secret-key' = '***'"
+        );
+        assert_eq!(redact_secrets("é'"), "é'");
     }
 
     #[test]

@@ -111,6 +111,7 @@ use paimon_lakestream::LakeStreamContext;
 
 use paimon_lakestream::store::faulty::SplitMix64;
 
+use crate::s3_server::TestS3;
 use crate::support::{child_command, forward_lines, local_store_options, try_ids};
 
 /// The test the children run.
@@ -119,6 +120,123 @@ const CHILD_TEST: &str = "history::history_child";
 const ROLE_ENV: &str = "LAKESTREAM_HISTORY_CHILD";
 /// The scheduler's step.
 const TICK: Duration = Duration::from_millis(100);
+/// One history run at a time: each keeps two cores busy with processes.
+static ONE_RUN: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Where a run keeps `t`: a warehouse and store directory on local disk, or
+/// a warehouse in a bucket of the S3 test server with the store beside it
+/// (`local.path` left to its default, `<warehouse>/_lakestream`).
+#[derive(Clone)]
+enum Place {
+    Disk {
+        warehouse: PathBuf,
+        store: PathBuf,
+    },
+    S3 {
+        warehouse: String,
+        endpoint: String,
+        region: String,
+        access_key: String,
+        secret_key: String,
+    },
+}
+
+impl Place {
+    /// The place the parent passed to this child process. On S3 the child
+    /// is given no keys: they come from the AWS environment variables (the
+    /// credential chain), never from a command line.
+    fn in_child() -> Self {
+        let env = |key: &str| std::env::var(key).unwrap_or_else(|_| panic!("{key} not set"));
+        match std::env::var("HISTORY_S3_ENDPOINT") {
+            Ok(endpoint) => Place::S3 {
+                warehouse: env("HISTORY_WAREHOUSE"),
+                endpoint,
+                region: env("HISTORY_S3_REGION"),
+                access_key: String::new(),
+                secret_key: String::new(),
+            },
+            Err(_) => Place::Disk {
+                warehouse: PathBuf::from(env("HISTORY_WAREHOUSE")),
+                store: PathBuf::from(env("HISTORY_STORE")),
+            },
+        }
+    }
+
+    /// Options of a catalog with `t`; keys only when this process has them.
+    fn options(&self, tier_interval: &str) -> HashMap<String, String> {
+        match self {
+            Place::Disk { warehouse, store } => {
+                local_store_options(warehouse, store, tier_interval)
+            }
+            Place::S3 {
+                warehouse,
+                access_key,
+                secret_key,
+                ..
+            } => {
+                let mut options: HashMap<String, String> = self
+                    .s3_options()
+                    .into_iter()
+                    .chain([
+                        ("warehouse".to_string(), warehouse.clone()),
+                        ("lakestream.store".to_string(), "local".to_string()),
+                        ("local.tier-interval".to_string(), tier_interval.to_string()),
+                        ("local.tier-target-size".to_string(), "1b".to_string()),
+                    ])
+                    .collect();
+                if !access_key.is_empty() {
+                    options.insert("s3.access-key".to_string(), access_key.clone());
+                    options.insert("s3.secret-key".to_string(), secret_key.clone());
+                }
+                options
+            }
+        }
+    }
+
+    /// The S3 options that are no secret.
+    fn s3_options(&self) -> Vec<(String, String)> {
+        match self {
+            Place::Disk { .. } => Vec::new(),
+            Place::S3 {
+                endpoint, region, ..
+            } => vec![
+                ("s3.endpoint".to_string(), endpoint.clone()),
+                ("s3.region".to_string(), region.clone()),
+                ("s3.path-style-access".to_string(), "true".to_string()),
+            ],
+        }
+    }
+
+    fn warehouse(&self) -> String {
+        match self {
+            Place::Disk { warehouse, .. } => warehouse.display().to_string(),
+            Place::S3 { warehouse, .. } => warehouse.clone(),
+        }
+    }
+
+    /// Tells a child process where `t` is.
+    fn pass_to(&self, command: &mut Command) {
+        command.env("HISTORY_WAREHOUSE", self.warehouse());
+        match self {
+            Place::Disk { store, .. } => {
+                command.env("HISTORY_STORE", store);
+            }
+            Place::S3 {
+                endpoint,
+                region,
+                access_key,
+                secret_key,
+                ..
+            } => {
+                command
+                    .env("HISTORY_S3_ENDPOINT", endpoint)
+                    .env("HISTORY_S3_REGION", region)
+                    .env("AWS_ACCESS_KEY_ID", access_key)
+                    .env("AWS_SECRET_ACCESS_KEY", secret_key);
+            }
+        }
+    }
+}
 /// Long-lived writer processes at any time.
 const WRITERS: usize = 3;
 /// Writer instance `k` writes ids from `k * ID_BLOCK`.
@@ -257,10 +375,8 @@ async fn history_child() {
     };
     watch_parent();
     let env = |key: &str| std::env::var(key).unwrap_or_else(|_| panic!("{key} not set"));
-    let warehouse = PathBuf::from(env("HISTORY_WAREHOUSE"));
-    let store = PathBuf::from(env("HISTORY_STORE"));
     let tier_interval = env("HISTORY_TIER_INTERVAL");
-    let mut options = local_store_options(&warehouse, &store, &tier_interval);
+    let mut options = Place::in_child().options(&tier_interval);
     let multi_part = std::env::var("HISTORY_SEGMENT_SIZE").ok();
     if let Some(size) = &multi_part {
         options.insert("local.segment-size".to_string(), size.clone());
@@ -800,6 +916,9 @@ struct MaintCount {
 
 struct Run {
     seed: u64,
+    place: Place,
+    /// The S3 test server of a run on S3, stopped with the run.
+    _s3: Option<TestS3>,
     ticks: u64,
     faults: Faults,
     dir: Option<tempfile::TempDir>,
@@ -859,18 +978,34 @@ impl Drop for Run {
 }
 
 impl Run {
-    fn new(seed: u64, secs: u64, faults: Faults) -> Self {
+    fn new(seed: u64, secs: u64, faults: Faults, on_s3: bool) -> Self {
         let dir = tempfile::Builder::new()
             .prefix("lakestream-history-")
             .tempdir()
             .expect("temporary directory");
         let root = dir.path().to_path_buf();
+        let s3 = on_s3.then(TestS3::start);
+        let place = match &s3 {
+            None => Place::Disk {
+                warehouse: root.join("warehouse"),
+                store: root.join("store"),
+            },
+            Some(s3) => Place::S3 {
+                warehouse: format!("s3://{}/history-{seed}", s3.bucket),
+                endpoint: s3.options["s3.endpoint"].clone(),
+                region: s3.options["s3.region"].clone(),
+                access_key: s3.options["s3.access-key"].clone(),
+                secret_key: s3.options["s3.secret-key"].clone(),
+            },
+        };
         std::fs::create_dir_all(root.join("warehouse")).expect("warehouse");
         std::fs::create_dir_all(root.join("logs")).expect("logs");
         let log = File::create(root.join("history.log")).expect("history.log");
         let (lines_tx, lines_rx) = channel();
         Self {
             seed,
+            place,
+            _s3: s3,
             ticks: secs * (1000 / TICK.as_millis() as u64),
             faults,
             dir: Some(dir),
@@ -903,14 +1038,6 @@ impl Run {
             readers: Vec::new(),
             counters: Counters::default(),
         }
-    }
-
-    fn warehouse(&self) -> PathBuf {
-        self.root.join("warehouse")
-    }
-
-    fn store(&self) -> PathBuf {
-        self.root.join("store")
     }
 
     /// Seconds since the run began, for messages.
@@ -953,9 +1080,8 @@ impl Run {
         let mut command = child_command(CHILD_TEST);
         command
             .env(ROLE_ENV, role)
-            .env("HISTORY_WAREHOUSE", self.warehouse())
-            .env("HISTORY_STORE", self.store())
             .env("HISTORY_TIER_INTERVAL", tier_interval);
+        self.place.pass_to(&mut command);
         command
     }
 
@@ -987,11 +1113,19 @@ impl Run {
         command
             .arg("tier")
             .arg("--warehouse")
-            .arg(self.warehouse())
+            .arg(self.place.warehouse())
             .arg("--option")
-            .arg(format!("local.path={}", self.store().display()))
-            .arg("--option")
-            .arg("local.tier-interval=off")
+            .arg("local.tier-interval=off");
+        if let Place::Disk { store, .. } = &self.place {
+            command
+                .arg("--option")
+                .arg(format!("local.path={}", store.display()));
+        }
+        for (key, value) in self.place.s3_options() {
+            command.arg("--option").arg(format!("{key}={value}"));
+        }
+        self.place.pass_to(&mut command);
+        command
             .args(["--table", "default.t", "--interval", "1s"])
             .stdin(Stdio::null());
         self.service = Some(self.spawn(Kind::Service, command));
@@ -1551,11 +1685,11 @@ impl Run {
             .enable_all()
             .build()
             .expect("runtime");
-        let (warehouse, store) = (self.warehouse(), self.store());
+        let options = self.place.options("off");
         let finals = runtime.block_on(async move {
             let fresh = || async {
                 let mut ctx = LakeStreamContext::new();
-                ctx.register_catalog("paimon", local_store_options(&warehouse, &store, "off"))
+                ctx.register_catalog("paimon", options.clone())
                     .await
                     .expect("catalog");
                 ctx
@@ -2343,6 +2477,23 @@ fn history_checker() {
     if std::env::var(ROLE_ENV).is_ok() {
         return;
     }
+    check_history(false, "LAKESTREAM_HISTORY_SECS", 60);
+}
+
+/// The same history with `t` and the store in a bucket of the S3 test
+/// server: every process reaches it with the keys in its environment, the
+/// tiering service and the background tierers race with no lock but the
+/// conditional writes (`LAKESTREAM_HISTORY_S3_SECS`, default 40).
+#[test]
+fn history_checker_on_s3() {
+    if std::env::var(ROLE_ENV).is_ok() {
+        return;
+    }
+    check_history(true, "LAKESTREAM_HISTORY_S3_SECS", 40);
+}
+
+fn check_history(on_s3: bool, secs_env: &str, default_secs: u64) {
+    let _one_run = ONE_RUN.lock().unwrap_or_else(|e| e.into_inner());
     let seed = match std::env::var("LAKESTREAM_HISTORY_SEED") {
         Ok(text) => text
             .trim()
@@ -2356,11 +2507,11 @@ fn history_checker() {
             Rng::new(nanos ^ u64::from(std::process::id())).next_u64() % 1_000_000_000
         }
     };
-    let secs: u64 = std::env::var("LAKESTREAM_HISTORY_SECS")
-        .map(|t| t.trim().parse().expect("LAKESTREAM_HISTORY_SECS: seconds"))
-        .unwrap_or(60);
+    let secs: u64 = std::env::var(secs_env)
+        .map(|t| t.trim().parse().expect("seconds"))
+        .unwrap_or(default_secs);
     let began = Instant::now();
-    let mut run = Run::new(seed, secs, Faults::from_env());
+    let mut run = Run::new(seed, secs, Faults::from_env(), on_s3);
     let report = run.go();
     println!("{}", report.summary);
     println!("  run time: {:.1} s", began.elapsed().as_secs_f64());
@@ -2382,8 +2533,13 @@ fn history_checker() {
         .collect();
     panic!(
         "history seed {seed}: the history check failed: {}. Details above and in {}/failures.txt. \
-         Replay: LAKESTREAM_HISTORY_SEED={seed} LAKESTREAM_HISTORY_SECS={secs} cargo test --test it history",
+         Replay: LAKESTREAM_HISTORY_SEED={seed} {secs_env}={secs} cargo test --test it {}",
         kinds.join("; "),
-        kept.display()
+        kept.display(),
+        if on_s3 {
+            "history_checker_on_s3"
+        } else {
+            "history_checker"
+        },
     );
 }

@@ -207,3 +207,60 @@ async fn a_store_that_ignores_conditional_writes_is_refused() {
         "no lake-stream table"
     );
 }
+
+/// Keys never print: not in `SHOW CATALOGS`, `EXPLAIN`, a catalog's
+/// `Debug`, nor in the errors of a catalog whose secret key is wrong.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keys_never_print() {
+    let s3 = TestS3::start();
+    let secret = s3.options["s3.secret-key"].clone();
+    let options = s3.catalog_options(
+        "secrets",
+        &[
+            ("lakestream.store", "local"),
+            ("local.tier-interval", "off"),
+        ],
+    );
+    let mut ctx = context(options.clone()).await;
+    run(
+        &ctx,
+        "CREATE TABLE t (id INT, v STRING) WITH ('lakestream.enabled' = 'true')",
+    )
+    .await;
+    run(&ctx, "INSERT INTO t VALUES (1, 'a')").await;
+    let mut printed = Vec::new();
+    for sql in [
+        "EXPLAIN SELECT * FROM t$rt",
+        "EXPLAIN SELECT * FROM t",
+        "EXPLAIN INSERT INTO t VALUES (2, 'b')",
+    ] {
+        printed.extend(sorted_rows(&ctx, sql).await);
+    }
+    let catalogs = ctx.execute("SHOW CATALOGS").await.expect("SHOW CATALOGS");
+    let catalogs = catalogs.collect().await.expect("rows");
+    printed.push(
+        arrow::util::pretty::pretty_format_batches(&catalogs)
+            .expect("format")
+            .to_string(),
+    );
+    printed.push(format!("{:?}", ctx.catalog("paimon").expect("the catalog")));
+    // A catalog with a wrong secret is refused (the warehouse cannot be
+    // read), without saying the secret.
+    let wrong = "wrong-secret-that-must-not-print-0123456789";
+    let mut bad = options;
+    bad.insert("s3.secret-key".to_string(), wrong.to_string());
+    let error = LakeStreamContext::new()
+        .register_catalog("bad", bad)
+        .await
+        .expect_err("a wrong key is refused")
+        .to_string();
+    assert!(error.contains("SignatureDoesNotMatch"), "{error}");
+    let errors = [error];
+    for text in printed.iter().chain(&errors) {
+        assert!(!text.contains(&secret), "the secret key printed: {text}");
+        assert!(
+            !text.contains(wrong),
+            "the wrong secret key printed: {text}"
+        );
+    }
+}

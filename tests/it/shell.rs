@@ -28,4 +28,9 @@ fn the_shell_runs_statements_commands_and_cancels_a_streaming_query() {
         kept.contains("INSERT INTO t VALUES (1, 'a'), (2, 'b');"),
         "{kept}"
     );
+    // ... except the values of secret options.
+    assert!(kept.contains("CREATE CATALOG third"), "{kept}");
+    assert!(!kept.contains("NEVER-PRINT-ME-42"), "{kept}");
+    let echoed = session.matches("NEVER-PRINT-ME-42").count();
+    assert!(echoed <= 1, "the secret printed beyond its echo: {session}");
 }

@@ -73,6 +73,9 @@ expect("does not exist")
 # CREATE CATALOG and SHOW CATALOGS.
 send("CREATE CATALOG second WITH ('warehouse' = '%s', 'lakestream.store' = 'local');\r" % warehouse)
 expect("OK. Query took")
+# Keys typed into a statement never print, nor reach the history file.
+send("CREATE CATALOG third WITH ('warehouse' = '%s', 's3.secret-key' = 'NEVER-PRINT-ME-42');\r" % warehouse)
+expect("OK. Query took")
 send("SHOW CATALOGS;\r")
 expect("second,local")
 # A streaming read prints rows as they come and runs until Ctrl-C.
