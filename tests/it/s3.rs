@@ -13,7 +13,88 @@ use paimon_lakestream::store::local::register_object_store;
 use paimon_lakestream::LakeStreamContext;
 
 use crate::s3_server::TestS3;
-use crate::support::{run, sorted_rows, try_run};
+use crate::slt::{conformance, run_file, StoreCondition, StoreHarness};
+use crate::support::{run, sorted_rows, try_run, CatalogKind, TestWarehouse};
+
+/// The `local` store on S3 for the `.slt` suites: each file gets a fresh
+/// warehouse in the bucket of one test server, the store beside it at its
+/// default `<warehouse>/_lakestream`, background tiering off.
+struct S3Harness {
+    s3: TestS3,
+    warehouses: std::sync::atomic::AtomicUsize,
+}
+
+impl S3Harness {
+    fn start() -> Arc<Self> {
+        Arc::new(Self {
+            s3: TestS3::start(),
+            warehouses: std::sync::atomic::AtomicUsize::new(0),
+        })
+    }
+}
+
+#[async_trait::async_trait]
+impl StoreHarness for S3Harness {
+    fn identifier(&self) -> &str {
+        "local"
+    }
+
+    async fn warehouse(&self, kind: CatalogKind) -> TestWarehouse {
+        assert_eq!(
+            kind,
+            CatalogKind::Filesystem,
+            "S3 warehouses are filesystem catalogs"
+        );
+        let n = self
+            .warehouses
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        TestWarehouse::with_options(self.s3.catalog_options(&format!("slt-{n}"), &[]))
+    }
+
+    async fn open(
+        &self,
+        warehouse: &TestWarehouse,
+        condition: StoreCondition,
+    ) -> LakeStreamContext {
+        match condition {
+            StoreCondition::Reachable => {
+                warehouse
+                    .context_with(&[
+                        ("lakestream.store", "local"),
+                        ("local.tier-interval", "off"),
+                    ])
+                    .await
+            }
+            // As for the store on disk: a store directory that cannot be made.
+            StoreCondition::Unreachable | StoreCondition::Slow => {
+                crate::local_store::LocalHarness
+                    .open(warehouse, condition)
+                    .await
+            }
+        }
+    }
+}
+
+/// The store conformance suite, tiering, procedures and maintenance, with
+/// the warehouse and the store on S3.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sql_suites_on_s3() {
+    let harness = S3Harness::start();
+    conformance(Arc::clone(&harness) as Arc<dyn StoreHarness>).await;
+    for file in [
+        "tiering.slt",
+        "procedures.slt",
+        "maintenance.slt",
+        "options_guard.slt",
+    ] {
+        run_file(
+            file,
+            CatalogKind::Filesystem,
+            Some(Arc::clone(&harness) as Arc<dyn StoreHarness>),
+        )
+        .await;
+    }
+}
 
 async fn context(options: HashMap<String, String>) -> LakeStreamContext {
     let mut ctx = LakeStreamContext::new();

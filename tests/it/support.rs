@@ -82,6 +82,18 @@ impl TestWarehouse {
         }
     }
 
+    /// A warehouse elsewhere (in a bucket of the S3 test server) reached
+    /// with `options`; the temporary directory holds what a test puts
+    /// beside it.
+    pub fn with_options(options: HashMap<String, String>) -> Self {
+        Self {
+            _dir: tempfile::tempdir().expect("temporary directory"),
+            memory: Arc::new(MemoryStoreFactory::default()),
+            options,
+            _server: None,
+        }
+    }
+
     /// The temporary directory everything of this warehouse lives in.
     pub fn path(&self) -> &Path {
         self._dir.path()
