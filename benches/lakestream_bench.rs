@@ -22,6 +22,12 @@
 //! compacting the unmaintained tables' small files costs
 //! (`compaction_rows_per_s`, `compaction_rows_per_s_pk`).
 //!
+//! With `--warehouse s3://bucket/path` and the catalog's `s3.*` options
+//! (`--option s3.endpoint=...`; keys from `--option` or the AWS
+//! environment), the warehouse and the `local` store live on S3;
+//! `--object-latency 20ms` then puts a proxy before the endpoint that holds
+//! every request that long, as a cloud object store's round trip would.
+//!
 //! With `--store fluss`, the catalog's Paimon warehouse must be the one the
 //! cluster tiers into (`--dir D` uses `D/warehouse`), and the run also
 //! measures the `local` store's write figures (`local_*`) side by side.
@@ -32,6 +38,8 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use clap::Parser;
+
+mod latency_proxy;
 use datafusion::arrow::array::RecordBatch;
 use paimon_lakestream::LakeStreamContext;
 
@@ -57,6 +65,16 @@ struct Args {
     /// Keep the warehouse here instead of a temporary directory.
     #[arg(long, value_name = "DIR")]
     dir: Option<PathBuf>,
+
+    /// The catalog's warehouse, e.g. `s3://bucket/bench` with `--option
+    /// s3.endpoint=...` (default: `warehouse` under `--dir`).
+    #[arg(long, value_name = "LOCATION")]
+    warehouse: Option<String>,
+
+    /// Holds every request to the S3 endpoint this long (`20ms`), through a
+    /// proxy before `s3.endpoint`: what a cloud store's latency does.
+    #[arg(long, value_name = "DURATION")]
+    object_latency: Option<String>,
 
     /// Run only these parts (comma-separated): freshness, inserts, reads,
     /// tiering, soak.
@@ -127,13 +145,9 @@ struct Bench {
 impl Bench {
     /// A context whose catalog `paimon` on `warehouse` names `store`, with
     /// the `local` store's background tiering off, plus `extra` options.
-    async fn open(
-        warehouse: &std::path::Path,
-        store: &str,
-        extra: &[(&str, &str)],
-    ) -> Result<Self, Error> {
+    async fn open(warehouse: &str, store: &str, extra: &[(&str, &str)]) -> Result<Self, Error> {
         let mut options = HashMap::from([
-            ("warehouse".to_string(), warehouse.display().to_string()),
+            ("warehouse".to_string(), warehouse.to_string()),
             ("lakestream.store".to_string(), store.to_string()),
         ]);
         if store == "local" {
@@ -621,23 +635,51 @@ async fn bench(args: Args) -> Result<(), Error> {
         ),
     };
     std::fs::create_dir_all(&dir)?;
-    let warehouse = dir.join("warehouse");
-    std::fs::create_dir_all(&warehouse)?;
-    let extra = args
+    let warehouse = match &args.warehouse {
+        Some(location) => location.clone(),
+        None => {
+            let warehouse = dir.join("warehouse");
+            std::fs::create_dir_all(&warehouse)?;
+            warehouse.display().to_string()
+        }
+    };
+    let mut extra = args
         .options
         .iter()
         .map(|option| {
             option
                 .split_once('=')
+                .map(|(k, v)| (k.to_string(), v.to_string()))
                 .ok_or_else(|| format!("expected KEY=VALUE, got '{option}'"))
         })
         .collect::<Result<Vec<_>, _>>()?;
+    let _proxy = match &args.object_latency {
+        None => None,
+        Some(latency) => {
+            let latency = paimon_lakestream::options::parse_duration(latency)
+                .map_err(|e| format!("--object-latency: {e}"))?;
+            let endpoint = extra
+                .iter_mut()
+                .find(|(k, _)| k == "s3.endpoint")
+                .ok_or("--object-latency needs an S3 warehouse and --option s3.endpoint=...")?;
+            let proxy = latency_proxy::LatencyProxy::start(&endpoint.1, latency).await?;
+            eprintln!(
+                "lakestream-bench: every request to {} is held {latency:?}",
+                endpoint.1
+            );
+            endpoint.1 = proxy.endpoint();
+            Some(proxy)
+        }
+    };
+    let extra: Vec<(&str, &str)> = extra
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
     let bench = Bench::open(&warehouse, &args.store, &extra).await?;
     eprintln!(
-        "lakestream-bench: store {}, {} sizes, warehouse {}",
+        "lakestream-bench: store {}, {} sizes, warehouse {warehouse}",
         bench.store,
         if args.quick { "quick" } else { "full" },
-        warehouse.display()
     );
 
     let mut figures: BTreeMap<&'static str, f64> = BTreeMap::new();
@@ -663,7 +705,7 @@ async fn bench(args: Args) -> Result<(), Error> {
         // warehouse of its own.
         let warehouse = dir.join("local-warehouse");
         std::fs::create_dir_all(&warehouse)?;
-        let local = Bench::open(&warehouse, "local", &[]).await?;
+        let local = Bench::open(&warehouse.display().to_string(), "local", &[]).await?;
         let (p50, p99) = local.freshness(sizes.freshness_writes).await?;
         figures.insert("local_freshness_p50_ms", p50);
         figures.insert("local_freshness_p99_ms", p99);

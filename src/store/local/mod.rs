@@ -591,6 +591,7 @@ impl Inner {
         let report = state
             .tier(
                 table,
+                &self.options.s3,
                 self.options.tier_max_rows,
                 // Paimon's writers buffer a few segments' worth at most.
                 self.options.segment_size.saturating_mul(2),

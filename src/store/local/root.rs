@@ -36,9 +36,6 @@ pub(crate) struct Root {
     pub(crate) objects: Arc<dyn ObjectStore>,
     /// The directory behind `objects` when it is local disk.
     pub(crate) local_dir: Option<PathBuf>,
-    /// The catalog's S3 options the root was opened with: also how the
-    /// store reaches the catalog's tables on S3 (tiering's fenced commits).
-    pub(crate) s3: S3Options,
     tables: Mutex<HashMap<Identifier, Arc<TableState>>>,
     /// Set once this process has seen the object store honour
     /// create-if-absent ([`Root::check_create_if_absent`]).
@@ -60,7 +57,6 @@ pub fn register_object_store(url: &str, objects: Arc<dyn ObjectStore>) -> Result
         url: url.to_string(),
         objects,
         local_dir: None,
-        s3: S3Options::default(),
         tables: Mutex::new(HashMap::new()),
         create_if_absent: tokio::sync::OnceCell::new(),
     });
@@ -159,7 +155,6 @@ impl Root {
             url: url.to_string(),
             objects,
             local_dir,
-            s3: s3.clone(),
             tables: Mutex::new(HashMap::new()),
             create_if_absent: tokio::sync::OnceCell::new(),
         });

@@ -48,6 +48,7 @@ use super::root::{Created, PutFailed, Root};
 use super::segment::{self, Entry, Part, PartList, SegmentError};
 use super::{failpoint, path, LOCAL};
 use crate::error::{Error, Result};
+use crate::object_storage::S3Options;
 use crate::progress::Progress;
 use crate::store::{
     log_arrow_schema, primary_keys, store_error, RowKind, StoreLog, TierReport, WriteKind,
@@ -1228,9 +1229,12 @@ impl TableState {
 
     /// Moves the store's rows into Paimon, `max_rows` rows per commit at most,
     /// until the store holds nothing Paimon lacks (as of the call).
+    /// On S3, `s3` (the catalog's options) opens the table for a commit
+    /// fenced to the next snapshot.
     pub(crate) async fn tier(
         self: &Arc<Self>,
         table: &Table,
+        s3: &S3Options,
         max_rows: u64,
         flush_bytes: u64,
         retention: Duration,
@@ -1269,8 +1273,8 @@ impl TableState {
                     table,
                     &schema,
                     (snapshot_id, position, stop_at),
-                    max_rows,
-                    flush_bytes,
+                    (max_rows, flush_bytes),
+                    s3,
                 )
                 .await?;
             let Some((end, rows)) = chunk else {
@@ -1327,8 +1331,8 @@ impl TableState {
         table: &Table,
         schema: &SchemaRef,
         (base, position, stop_at): (Option<i64>, u64, u64),
-        max_rows: u64,
-        flush_bytes: u64,
+        (max_rows, flush_bytes): (u64, u64),
+        s3: &S3Options,
     ) -> Result<Option<(u64, u64)>> {
         let columns: HashSet<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
         failpoint("tier-before-write");
@@ -1410,11 +1414,7 @@ impl TableState {
                     ),
                 ));
             }
-            fenced = crate::object_storage::fenced_table(
-                &writing,
-                &self.root.s3,
-                base.map_or(1, |b| b + 1),
-            )?;
+            fenced = crate::object_storage::fenced_table(&writing, s3, base.map_or(1, |b| b + 1))?;
             fenced
                 .new_write_builder()
                 .with_commit_user(&incarnation.user)?
