@@ -6,9 +6,12 @@
 #   scripts/pypaimon.sh setup                                 create the virtualenv with the pinned
 #                                                             pypaimon (once; cached; safe to run
 #                                                             concurrently)
-#   scripts/pypaimon.sh read <warehouse-dir> <db.table> [snapshot-id]
+#   scripts/pypaimon.sh read <warehouse> <db.table> [snapshot-id]
 #                                                             read the whole table of the filesystem
-#                                                             catalog at <warehouse-dir> (latest
+#                                                             catalog at <warehouse> (a directory,
+#                                                             or s3://... with the catalog's
+#                                                             options as JSON in $PYPAIMON_OPTIONS;
+#                                                             latest
 #                                                             snapshot, or <snapshot-id>) and print
 #                                                             one line per row: values in column
 #                                                             order joined with '|', NULL as 'NULL',
@@ -84,7 +87,7 @@ setup() {
 
 read_table() {
     [[ $# -eq 2 || $# -eq 3 ]] || { usage; exit 2; }
-    [[ -d "$1" ]] || die "warehouse '$1' is not a directory"
+    [[ "$1" == *://* || -d "$1" ]] || die "warehouse '$1' is not a directory"
     [[ -f "$READER" ]] || die "$READER not found"
     setup
     exec "$VENV/bin/python" "$READER" "$@"

@@ -5,6 +5,9 @@ with '|', NULL as 'NULL', lines sorted. Run by scripts/pypaimon.sh.
 
     pypaimon_read.py <warehouse-dir> <db.table> [snapshot-id]
 
+The warehouse may be any location pypaimon reads (s3://bucket/path), with
+the catalog's further options as a JSON object in $PYPAIMON_OPTIONS.
+
 Values are rendered the way Arrow's display renders them for the simple types
 the tests use: integers and strings as they are, booleans as true/false,
 floats with Python's repr. Any error: a message on stderr, exit status 1.
@@ -40,7 +43,14 @@ def main(argv):
 
     from pypaimon import CatalogFactory
 
-    catalog = CatalogFactory.create({"warehouse": warehouse})
+    # Further catalog options (an S3 warehouse's s3.* options) come as a JSON
+    # object in the environment, so that keys are on no command line.
+    import json
+    import os
+
+    options = json.loads(os.environ.get("PYPAIMON_OPTIONS", "{}"))
+    options["warehouse"] = warehouse
+    catalog = CatalogFactory.create(options)
     table = catalog.get_table(identifier)
     if snapshot is not None:
         # pypaimon's time travel swallows a missing snapshot while copying the table: ask first.

@@ -26,9 +26,15 @@ fn script() -> PathBuf {
 /// Runs `scripts/pypaimon.sh <args>`; its standard output, or what went wrong
 /// (its standard error included).
 fn pypaimon_sh(args: &[&str]) -> Result<String, String> {
+    pypaimon_sh_with(args, "{}")
+}
+
+/// [`pypaimon_sh`] with catalog options (a JSON object) for the reader.
+fn pypaimon_sh_with(args: &[&str], options: &str) -> Result<String, String> {
     let output = Command::new("bash")
         .arg(script())
         .args(args)
+        .env("PYPAIMON_OPTIONS", options)
         .stdin(Stdio::null())
         .output()
         .map_err(|e| format!("cannot run {}: {e}", script().display()))?;
@@ -79,9 +85,25 @@ pub(crate) fn pypaimon_rows(
     Ok(rows)
 }
 
+/// What pypaimon reads of `table` (`db.table`, latest snapshot) in the
+/// warehouse at `location` (`s3://bucket/path`), reached with the catalog
+/// `options` (the `s3.*` ones; given in the environment, not as arguments).
+pub(crate) fn pypaimon_rows_at(
+    location: &str,
+    table: &str,
+    options: &std::collections::HashMap<String, String>,
+) -> Result<Vec<String>, String> {
+    setup()?;
+    let options = serde_json::to_string(options).map_err(|e| e.to_string())?;
+    let stdout = pypaimon_sh_with(&["read", location, table], &options)?;
+    let mut rows: Vec<String> = stdout.lines().map(str::to_string).collect();
+    rows.sort();
+    Ok(rows)
+}
+
 /// The rows of a result rendered the way `scripts/pypaimon_read.py` renders
 /// them, sorted.
-fn render(batches: &[RecordBatch]) -> Vec<String> {
+pub(crate) fn render(batches: &[RecordBatch]) -> Vec<String> {
     let options = FormatOptions::default().with_null("NULL");
     let mut out = Vec::new();
     for batch in batches {

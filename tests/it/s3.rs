@@ -193,6 +193,24 @@ async fn lake_stream_tables_live_on_s3_with_their_store_beside_them() {
         sorted_rows(&ctx, "SELECT * FROM kv").await,
         ["0|r0", "1|r1", "2|r2"]
     );
+    // pypaimon, an independent reader, reads the tables on S3 as we do.
+    for table in ["logs", "kv"] {
+        let ours = crate::independent::render(
+            &ctx.sql(&format!("SELECT * FROM {table}"))
+                .await
+                .expect("plan")
+                .collect()
+                .await
+                .expect("read"),
+        );
+        let theirs = crate::independent::pypaimon_rows_at(
+            &options["warehouse"],
+            &format!("default.{table}"),
+            &s3.options,
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(theirs, ours, "pypaimon reads default.{table} as we do");
+    }
     // Another session (another catalog, other clients) sees the same.
     let other = context(options).await;
     assert_eq!(
