@@ -363,3 +363,54 @@ async fn keys_never_print() {
         );
     }
 }
+
+/// Two processes (two store roots over one bucket, as two machines would
+/// have) write and tier one table at once: the tiering lease makes their
+/// rounds take turns, so none fails against the other's commit, and every
+/// row lands once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn tierers_in_two_processes_take_turns_through_the_lease() {
+    let s3 = TestS3::start();
+    let first = s3.catalog_options(
+        "lease",
+        &[
+            ("lakestream.store", "local"),
+            ("local.tier-interval", "off"),
+        ],
+    );
+    // The same server spelled another way: a root of its own, with no lock
+    // in common with the first in this process.
+    let mut second = first.clone();
+    let endpoint = format!("{}/", second["s3.endpoint"]);
+    second.insert("s3.endpoint".to_string(), endpoint);
+    let setup = context(first.clone()).await;
+    run(
+        &setup,
+        "CREATE TABLE t (id INT, p INT) WITH ('lakestream.enabled' = 'true')",
+    )
+    .await;
+    let mut processes = Vec::new();
+    for (process, options) in [first, second].into_iter().enumerate() {
+        processes.push(tokio::spawn(async move {
+            let ctx = context(options).await;
+            let mut failures = Vec::new();
+            for i in 0..8 {
+                run(&ctx, &format!("INSERT INTO t VALUES ({i}, {process})")).await;
+                if let Err(e) = try_run(&ctx, "CALL sys.lakestream_tier('default.t')").await {
+                    failures.push(e);
+                }
+            }
+            failures
+        }));
+    }
+    for process in processes {
+        let failures = process.await.expect("process");
+        assert!(failures.is_empty(), "tiering rounds failed: {failures:?}");
+    }
+    let mut expected: Vec<String> = (0..8)
+        .flat_map(|i| [format!("{i}|0"), format!("{i}|1")])
+        .collect();
+    expected.sort();
+    assert_eq!(sorted_rows(&setup, "SELECT * FROM t").await, expected);
+    assert_eq!(sorted_rows(&setup, "SELECT * FROM t$rt").await, expected);
+}

@@ -23,6 +23,7 @@ use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutPayload};
 use paimon::catalog::Identifier;
 use url::Url;
 
+use super::lease::Lease;
 use super::table::TableState;
 use super::LOCAL;
 use crate::error::{Error, Result};
@@ -65,6 +66,17 @@ pub fn register_object_store(url: &str, objects: Arc<dyn ObjectStore>) -> Result
         .unwrap_or_else(|e| e.into_inner())
         .insert(url.to_string(), root);
     Ok(())
+}
+
+/// A table's tiering lock across processes, held until dropped.
+#[derive(Debug)]
+pub(crate) enum TierLock {
+    /// Local disk: an OS file lock.
+    File { _file: std::fs::File },
+    /// S3: a lease held through conditional puts.
+    Lease { _lease: Lease },
+    /// A root one process uses: its in-process lock is all there is.
+    InProcess,
 }
 
 /// Whether `put_new` created the object or found its name taken.
@@ -271,10 +283,19 @@ impl Root {
 
     /// Holds the table's tiering lock across processes until dropped. On
     /// local disk it is an OS file lock, so a holder that crashes releases
-    /// it; other roots are used by one process, and the caller's in-process
-    /// lock is enough.
-    pub(crate) async fn lock_tiering(&self, table_dir: &Path) -> Result<Option<std::fs::File>> {
-        self.lock_file(table_dir, "tier.lock", false).await
+    /// it; on S3 a lease ([`Lease`]), which a holder that crashes holds
+    /// until it expires; other roots (`memory://`, registered ones) are used
+    /// by one process, and the caller's in-process lock is enough.
+    pub(crate) async fn lock_tiering(self: &Arc<Self>, table_dir: &Path) -> Result<TierLock> {
+        if object_storage::is_s3(&self.url) {
+            return Ok(TierLock::Lease {
+                _lease: Lease::acquire(self, table_dir).await?,
+            });
+        }
+        Ok(match self.lock_file(table_dir, "tier.lock", false).await? {
+            Some(file) => TierLock::File { _file: file },
+            None => TierLock::InProcess,
+        })
     }
 
     /// Holds the table's trim lock until dropped: shared by writes between

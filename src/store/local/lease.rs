@@ -1,0 +1,192 @@
+//! The tiering lease: one tierer per table across processes on an object
+//! store, where there is no file lock.
+//!
+//! A lease is an object `<table>/lease/tier-<generation>` holding its
+//! holder and the time it expires. It is taken by creating the next
+//! generation with a conditional put (create-if-absent), which exactly one
+//! process wins, and only once the newest generation has expired or is
+//! gone. The holder renews it every third of [`TTL`] by creating the next
+//! generation itself, and deletes its generation when done; a holder that
+//! died is waited out for at most [`TTL`].
+//!
+//! The lease keeps tierers from racing; it is not what keeps a row from
+//! being tiered twice. A holder can pause past its expiry (a stopped VM)
+//! and still commit: that commit is fenced instead (it may only create the
+//! snapshot after the one its position was read from, see
+//! `crate::object_storage`), so it fails if the next holder committed.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures::TryStreamExt;
+use object_store::path::Path;
+use serde::{Deserialize, Serialize};
+
+use super::root::{Created, PutFailed, Root};
+use super::table::now_ms;
+use super::LOCAL;
+use crate::error::Result;
+use crate::store::store_error;
+
+/// How long a lease lasts unless renewed.
+pub(crate) const TTL: Duration = Duration::from_secs(30);
+/// How often a process waiting for a lease looks again.
+const POLL: Duration = Duration::from_millis(250);
+
+#[derive(Debug, Serialize, Deserialize)]
+struct Held {
+    holder: String,
+    expires_ms: i64,
+}
+
+/// A held lease; released when dropped.
+#[derive(Debug)]
+pub(crate) struct Lease {
+    root: Arc<Root>,
+    /// The generation this process holds now (the renewer moves it on).
+    current: Arc<std::sync::Mutex<Path>>,
+    renewer: tokio::task::JoinHandle<()>,
+}
+
+fn generation_of(path: &Path) -> Option<u64> {
+    path.filename()?.strip_prefix("tier-")?.parse().ok()
+}
+
+fn generation_path(dir: &Path, generation: u64) -> Path {
+    dir.clone().join(format!("tier-{generation:020}"))
+}
+
+impl Lease {
+    /// Takes the lease of the table at `table_dir`, waiting while another
+    /// process holds it.
+    pub(crate) async fn acquire(root: &Arc<Root>, table_dir: &Path) -> Result<Lease> {
+        let dir = table_dir.clone().join("lease");
+        let holder = uuid::Uuid::new_v4().to_string();
+        loop {
+            let mut generations: Vec<(u64, Path)> = root
+                .objects
+                .list(Some(&dir))
+                .try_filter_map(|meta| async move {
+                    Ok(generation_of(&meta.location).map(|g| (g, meta.location)))
+                })
+                .try_collect()
+                .await
+                .map_err(|e| store_error(LOCAL, format!("listing the tiering lease: {e}")))?;
+            generations.sort_by_key(|(g, _)| *g);
+            let next = match generations.last() {
+                None => 0,
+                Some((newest, path)) => {
+                    let held = match root.get(path).await? {
+                        // Released meanwhile: look again.
+                        None => continue,
+                        Some(bytes) => serde_json::from_slice::<Held>(&bytes).ok(),
+                    };
+                    if held.as_ref().is_some_and(|h| h.expires_ms > now_ms()) {
+                        tokio::time::sleep(POLL).await;
+                        continue;
+                    }
+                    newest + 1
+                }
+            };
+            let path = generation_path(&dir, next);
+            match create(root, &path, &holder).await? {
+                Created::AlreadyExists => continue,
+                Created::Yes => {}
+            }
+            // Older generations are expired or released: clear them away.
+            for (_, old) in &generations {
+                let _ = root.delete(old).await;
+            }
+            let current = Arc::new(std::sync::Mutex::new(path));
+            let renewer = tokio::spawn(renew(
+                Arc::clone(root),
+                dir,
+                next,
+                holder,
+                Arc::clone(&current),
+            ));
+            return Ok(Lease {
+                root: Arc::clone(root),
+                current,
+                renewer,
+            });
+        }
+    }
+}
+
+async fn create(root: &Root, path: &Path, holder: &str) -> Result<Created> {
+    let held = Held {
+        holder: holder.to_string(),
+        expires_ms: now_ms() + TTL.as_millis() as i64,
+    };
+    let bytes = serde_json::to_vec(&held).map_err(|e| store_error(LOCAL, e))?;
+    match root.put_new(path, Bytes::from(bytes)).await {
+        Ok(created) => Ok(created),
+        Err(PutFailed::NotApplied(e) | PutFailed::Unknown(e)) => Err(e),
+    }
+}
+
+/// Renews the lease every third of its life by creating the next
+/// generation, until the lease is dropped or another process took it over.
+async fn renew(
+    root: Arc<Root>,
+    dir: Path,
+    mut generation: u64,
+    holder: String,
+    current: Arc<std::sync::Mutex<Path>>,
+) {
+    loop {
+        tokio::time::sleep(TTL / 3).await;
+        let next = generation_path(&dir, generation + 1);
+        match create(&root, &next, &holder).await {
+            Ok(Created::Yes) => {
+                let old = std::mem::replace(
+                    &mut *current.lock().unwrap_or_else(|e| e.into_inner()),
+                    next,
+                );
+                let _ = root.delete(&old).await;
+                generation += 1;
+            }
+            // Taken over (this process paused past the expiry): its
+            // commits are fenced; renewing could only confuse the holder.
+            Ok(Created::AlreadyExists) => return,
+            // The store did not answer: try again at the next turn, while
+            // the lease still lasts.
+            Err(_) => {}
+        }
+    }
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        self.renewer.abort();
+        let path = self
+            .current
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        let root = Arc::clone(&self.root);
+        // Released in the background: a lease not deleted expires anyway.
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move {
+                let _ = root.delete(&path).await;
+            });
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn generations_are_named_in_order() {
+        let dir = Path::from("t/lease");
+        let path = generation_path(&dir, 42);
+        assert_eq!(path.as_ref(), "t/lease/tier-00000000000000000042");
+        assert_eq!(generation_of(&path), Some(42));
+        assert_eq!(generation_of(&Path::from("t/lease/other")), None);
+        assert!(generation_path(&dir, 9).as_ref() < generation_path(&dir, 10).as_ref());
+    }
+}
