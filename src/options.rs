@@ -211,6 +211,7 @@ impl CatalogStoreOptions {
                 });
             }
         }
+        crate::object_storage::check_options(options)?;
         let timeout = match options.get(TIMEOUT) {
             Some(text) => parse_duration(text).map_err(|reason| Error::InvalidOption {
                 key: TIMEOUT.to_string(),

@@ -144,7 +144,10 @@ pub async fn run(ctx: &mut LakeStreamContext, mut options: ShellOptions) -> Resu
             continue;
         }
         // Keys typed into CREATE CATALOG never reach the history file.
-        let _ = editor.add_history_entry(crate::object_storage::redact_secrets(input.trim_end()));
+        let kept = crate::object_storage::redact_secrets(input.trim_end());
+        if !kept.is_empty() {
+            let _ = editor.add_history_entry(kept);
+        }
         if let Some(history) = &options.history {
             let _ = editor.save_history(history);
         }

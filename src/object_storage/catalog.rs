@@ -14,6 +14,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use paimon::api::{GetTagResponse, PagedList};
 use paimon::catalog::{Catalog, Database, Function, Identifier, LoadedTable, View, ViewSchema};
+use paimon::io::FileIO;
 use paimon::spec::{Partition, PartitionStatistics, Schema, SchemaChange};
 use paimon::table::Table;
 
@@ -30,15 +31,36 @@ pub(super) fn guard(
     if !on_s3 {
         return inner;
     }
-    Arc::new(SafeCommits {
-        inner,
-        s3: S3Options::from_options(catalog_options),
-    })
+    let s3 = S3Options::from_options(catalog_options);
+    match commit::file_io(&s3, None) {
+        Ok(file_io) => Arc::new(SafeCommits {
+            inner,
+            file_io: Ok(file_io),
+        }),
+        // Cannot happen (a provider needs no configuration); were it to,
+        // the tables would fail to open rather than commit unsafely.
+        Err(e) => Arc::new(SafeCommits {
+            inner,
+            file_io: Err(e.to_string()),
+        }),
+    }
 }
 
 struct SafeCommits {
     inner: Arc<dyn Catalog>,
-    s3: S3Options,
+    /// One file IO for all the catalog's S3 tables: one client per bucket.
+    file_io: Result<FileIO, String>,
+}
+
+impl SafeCommits {
+    fn guard(&self, table: Table) -> paimon::Result<Table> {
+        match &self.file_io {
+            Ok(file_io) => commit::guard(table, file_io),
+            Err(message) => Err(paimon::Error::ConfigInvalid {
+                message: message.clone(),
+            }),
+        }
+    }
 }
 
 #[async_trait]
@@ -78,14 +100,12 @@ impl Catalog for SafeCommits {
     }
 
     async fn get_table(&self, identifier: &Identifier) -> paimon::Result<Table> {
-        commit::guard(self.inner.get_table(identifier).await?, &self.s3)
+        self.guard(self.inner.get_table(identifier).await?)
     }
 
     async fn load_table(&self, identifier: &Identifier) -> paimon::Result<LoadedTable> {
         match self.inner.load_table(identifier).await? {
-            LoadedTable::Paimon(table) => Ok(LoadedTable::Paimon(Box::new(commit::guard(
-                *table, &self.s3,
-            )?))),
+            LoadedTable::Paimon(table) => Ok(LoadedTable::Paimon(Box::new(self.guard(*table)?))),
             other => Ok(other),
         }
     }

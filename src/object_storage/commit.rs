@@ -5,14 +5,21 @@
 //! so paimon falls back to checking that the snapshot file is absent and
 //! then writing it: two commits at once can both find `snapshot-7` absent,
 //! and the second write replaces the first, losing its rows without an
-//! error. Schema files (`ALTER TABLE`) are written the same way.
+//! error.
 //!
 //! Tables on S3 are therefore opened with a file IO of our own
 //! ([`guard`]): the same opendal S3 service, under a layer that writes a
-//! snapshot or schema file only if no object has its name (`If-None-Match:
-//! *`). The second of two commits fails its write; paimon's commit then
-//! retries on the next snapshot id (its own conflict handling), so both
-//! commits land, one after the other, as on a file system.
+//! snapshot file (or a schema file, where a table writes one) only if no
+//! object has its name (`If-None-Match: *`). The second of two commits
+//! fails its write; paimon's commit then retries on the next snapshot id
+//! (its own conflict handling), so both commits land, one after the other,
+//! as on a file system. (`ALTER TABLE` and `CREATE TABLE` write schema
+//! files through the catalog's own file IO, which this does not reach.)
+//!
+//! Before the first such write to a bucket, the process checks that the
+//! server honours the condition (a probe object written twice, beside the
+//! table); a server that ignores it gets every commit refused, never made
+//! unsafely.
 //!
 //! A commit that must land on exactly the snapshot it was planned against
 //! (tiering: the range it commits was read from that snapshot) is made
@@ -25,7 +32,8 @@
 
 use std::collections::HashMap;
 use std::fmt;
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use opendal::raw::*;
 use opendal::*;
@@ -36,7 +44,7 @@ use super::S3Options;
 
 /// A snapshot every commit through a fenced table must create.
 #[derive(Debug, Clone, PartialEq, Eq)]
-struct Fence {
+pub(super) struct Fence {
     /// The table's directory in its bucket, ending in `/`.
     table: String,
     /// The only snapshot id the commit may create.
@@ -70,6 +78,7 @@ fn create_only(path: &str) -> bool {
 #[derive(Debug, Clone)]
 struct CreateOnce {
     fence: Option<Fence>,
+    probe: Arc<Probe>,
 }
 
 impl Layer for CreateOnce {
@@ -77,6 +86,7 @@ impl Layer for CreateOnce {
         Arc::new(CreateOnceService {
             inner,
             fence: self.fence.clone(),
+            probe: Arc::clone(&self.probe),
         })
     }
 }
@@ -85,6 +95,62 @@ impl Layer for CreateOnce {
 struct CreateOnceService {
     inner: Servicer,
     fence: Option<Fence>,
+    probe: Arc<Probe>,
+}
+
+/// Whether the server behind one bucket honours `If-None-Match: *`, as
+/// this process found out (once per endpoint and bucket).
+#[derive(Debug, Default)]
+struct Probe {
+    checked: tokio::sync::OnceCell<()>,
+    /// The server replaced an object a conditional write should have left.
+    ignores_condition: AtomicBool,
+}
+
+/// The probe of `bucket` at the endpoint of `s3`, shared by every file IO
+/// of the process.
+fn probe_of(s3: &S3Options, bucket: &str) -> Arc<Probe> {
+    static PROBES: OnceLock<Mutex<HashMap<String, Arc<Probe>>>> = OnceLock::new();
+    let key = format!("{}|{bucket}", s3.endpoint.as_deref().unwrap_or("aws"));
+    let mut probes = PROBES
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    Arc::clone(probes.entry(key).or_default())
+}
+
+impl Probe {
+    /// Writes a probe object beside `key` twice, the second time only if
+    /// absent: a server that lets it through ignores the condition. Errors
+    /// (no write permission: the commit would fail anyway) leave the answer
+    /// open; whatever the answer, it is asked once.
+    async fn check(&self, operator: &Operator, key: &str) {
+        self.checked
+            .get_or_init(|| async {
+                let dir = key.rsplit_once('/').map_or("", |(dir, _)| dir);
+                let table = dir.rsplit_once('/').map_or("", |(table, _)| table);
+                let path = if table.is_empty() {
+                    format!(".lakestream-probe-{}", uuid::Uuid::new_v4())
+                } else {
+                    format!("{table}/.lakestream-probe-{}", uuid::Uuid::new_v4())
+                };
+                let first = operator
+                    .write_with(&path, b"first".to_vec())
+                    .if_not_exists(true)
+                    .await;
+                if first.is_ok() {
+                    let second = operator
+                        .write_with(&path, b"second".to_vec())
+                        .if_not_exists(true)
+                        .await;
+                    if second.is_ok() {
+                        self.ignores_condition.store(true, Ordering::SeqCst);
+                    }
+                }
+                let _ = operator.delete(&path).await;
+            })
+            .await;
+    }
 }
 
 impl Service for CreateOnceService {
@@ -120,6 +186,15 @@ impl Service for CreateOnceService {
     }
 
     fn write(&self, ctx: &OperationContext, path: &str, args: OpWrite) -> Result<Self::Writer> {
+        if create_only(path) && self.probe.ignores_condition.load(Ordering::SeqCst) {
+            return Err(Error::new(
+                ErrorKind::Unsupported,
+                "the S3 server ignores conditional writes ('If-None-Match: *' on PutObject): \
+                 a commit could replace another's snapshot and lose its rows, so commits are \
+                 refused. Use a server that implements conditional writes (AWS S3, MinIO, \
+                 versitygw, ...), or a REST catalog, whose server commits snapshots",
+            ));
+        }
         if let (Some(fence), Some((table, id))) = (&self.fence, snapshot_file(path)) {
             if table == fence.table && id != fence.next {
                 return Err(Error::new(
@@ -191,7 +266,7 @@ impl Service for CreateOnceService {
 struct Provider {
     s3: S3Options,
     fence: Option<Fence>,
-    operators: Mutex<HashMap<String, Operator>>,
+    operators: Mutex<HashMap<String, (Operator, Arc<Probe>)>>,
 }
 
 impl fmt::Debug for Provider {
@@ -208,23 +283,33 @@ impl FileIOProvider for Provider {
     async fn create(&self, path: &str) -> paimon::Result<(Operator, String)> {
         let (bucket, key) =
             super::split(path).map_err(|message| paimon::Error::ConfigInvalid { message })?;
-        let mut operators = self.operators.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(operator) = operators.get(&bucket) {
-            return Ok((operator.clone(), key));
+        let (operator, probe) = {
+            let mut operators = self.operators.lock().unwrap_or_else(|e| e.into_inner());
+            match operators.get(&bucket) {
+                Some(found) => found.clone(),
+                None => {
+                    let probe = probe_of(&self.s3, &bucket);
+                    let operator = self
+                        .s3
+                        .operator(&bucket)
+                        .map_err(|message| paimon::Error::ConfigInvalid { message })?
+                        .layer(CreateOnce {
+                            fence: self.fence.clone(),
+                            probe: Arc::clone(&probe),
+                        });
+                    operators.insert(bucket, (operator.clone(), Arc::clone(&probe)));
+                    (operator, probe)
+                }
+            }
+        };
+        if create_only(&key) {
+            probe.check(&operator, &key).await;
         }
-        let operator = self
-            .s3
-            .operator(&bucket)
-            .map_err(|message| paimon::Error::ConfigInvalid { message })?
-            .layer(CreateOnce {
-                fence: self.fence.clone(),
-            });
-        operators.insert(bucket, operator.clone());
         Ok((operator, key))
     }
 }
 
-fn file_io(s3: &S3Options, fence: Option<Fence>) -> paimon::Result<FileIO> {
+pub(super) fn file_io(s3: &S3Options, fence: Option<Fence>) -> paimon::Result<FileIO> {
     FileIOBuilder::new("s3")
         .with_provider(Arc::new(Provider {
             s3: s3.clone(),
@@ -237,11 +322,12 @@ fn file_io(s3: &S3Options, fence: Option<Fence>) -> paimon::Result<FileIO> {
 /// `table` on a file IO whose commits never replace a snapshot or schema
 /// file, when it is on S3 and commits through its files (a REST catalog's
 /// tables commit through the catalog and are returned as they are).
-pub(super) fn guard(table: Table, s3: &S3Options) -> paimon::Result<Table> {
+/// `file_io` is one of [`file_io`]'s, without a fence, kept by the caller.
+pub(super) fn guard(table: Table, file_io: &FileIO) -> paimon::Result<Table> {
     if !super::is_s3(table.location()) || table.rest_env().is_some() {
         return Ok(table);
     }
-    reopen(&table, file_io(s3, None)?)
+    reopen(&table, file_io.clone())
 }
 
 /// `table` on a file IO that lets a commit create snapshot `next` of it and
@@ -279,6 +365,160 @@ fn reopen(table: &Table, file_io: FileIO) -> paimon::Result<Table> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A server that ignores `If-None-Match`: writes replace what is there.
+    #[derive(Debug)]
+    struct IgnoresCondition;
+
+    impl Layer for IgnoresCondition {
+        fn apply_service(&self, inner: Servicer) -> Servicer {
+            Arc::new(IgnoringService { inner })
+        }
+    }
+
+    #[derive(Debug)]
+    struct IgnoringService {
+        inner: Servicer,
+    }
+
+    impl Service for IgnoringService {
+        type Reader = oio::Reader;
+        type Writer = oio::Writer;
+        type Lister = oio::Lister;
+        type Deleter = oio::Deleter;
+        type Copier = oio::Copier;
+
+        fn info(&self) -> ServiceInfo {
+            self.inner.info()
+        }
+        fn capability(&self) -> Capability {
+            self.inner.capability()
+        }
+        async fn create_dir(
+            &self,
+            ctx: &OperationContext,
+            path: &str,
+            args: OpCreateDir,
+        ) -> Result<RpCreateDir> {
+            self.inner.create_dir(ctx, path, args).await
+        }
+        async fn stat(&self, ctx: &OperationContext, path: &str, args: OpStat) -> Result<RpStat> {
+            self.inner.stat(ctx, path, args).await
+        }
+        fn read(&self, ctx: &OperationContext, path: &str, args: OpRead) -> Result<Self::Reader> {
+            self.inner.read(ctx, path, args)
+        }
+        fn write(&self, ctx: &OperationContext, path: &str, args: OpWrite) -> Result<Self::Writer> {
+            self.inner.write(ctx, path, args.with_if_not_exists(false))
+        }
+        fn delete(&self, ctx: &OperationContext) -> Result<Self::Deleter> {
+            self.inner.delete(ctx)
+        }
+        fn list(&self, ctx: &OperationContext, path: &str, args: OpList) -> Result<Self::Lister> {
+            self.inner.list(ctx, path, args)
+        }
+        fn copy(
+            &self,
+            ctx: &OperationContext,
+            from: &str,
+            to: &str,
+            args: OpCopy,
+            opts: OpCopier,
+        ) -> Result<Self::Copier> {
+            self.inner.copy(ctx, from, to, args, opts)
+        }
+        async fn rename(
+            &self,
+            ctx: &OperationContext,
+            from: &str,
+            to: &str,
+            args: OpRename,
+        ) -> Result<RpRename> {
+            self.inner.rename(ctx, from, to, args).await
+        }
+        async fn presign(
+            &self,
+            ctx: &OperationContext,
+            path: &str,
+            args: OpPresign,
+        ) -> Result<RpPresign> {
+            self.inner.presign(ctx, path, args).await
+        }
+    }
+
+    fn memory() -> Operator {
+        Operator::new(services::Memory::default()).expect("memory operator")
+    }
+
+    #[tokio::test]
+    async fn a_server_that_ignores_the_condition_gets_every_commit_refused() {
+        let snapshot = "w/db.db/t/snapshot/snapshot-1";
+        // A server that honours it: commits create, and never replace.
+        let probe = Arc::new(Probe::default());
+        let honest = memory().layer(CreateOnce {
+            fence: None,
+            probe: Arc::clone(&probe),
+        });
+        probe.check(&honest, snapshot).await;
+        assert!(!probe.ignores_condition.load(Ordering::SeqCst));
+        honest
+            .write(snapshot, b"one".to_vec())
+            .await
+            .expect("created");
+        let again = honest.write(snapshot, b"two".to_vec()).await;
+        assert_eq!(
+            again.expect_err("not replaced").kind(),
+            ErrorKind::ConditionNotMatch
+        );
+        assert_eq!(honest.read(snapshot).await.expect("read").to_vec(), b"one");
+        let left: Vec<_> = honest.list_with("w/").recursive(true).await.expect("list");
+        assert_eq!(left.len(), 1, "the probe object is gone: {left:?}");
+        // A server that ignores it: commits are refused, other writes go on.
+        let probe = Arc::new(Probe::default());
+        let dishonest = memory().layer(IgnoresCondition).layer(CreateOnce {
+            fence: None,
+            probe: Arc::clone(&probe),
+        });
+        probe.check(&dishonest, snapshot).await;
+        assert!(probe.ignores_condition.load(Ordering::SeqCst));
+        let refused = dishonest.write(snapshot, b"one".to_vec()).await;
+        let error = refused.expect_err("refused");
+        assert_eq!(error.kind(), ErrorKind::Unsupported);
+        assert!(
+            error.to_string().contains("ignores conditional writes"),
+            "{error}"
+        );
+        dishonest
+            .write("w/db.db/t/bucket-0/data.parquet", b"rows".to_vec())
+            .await
+            .expect("data files are written");
+    }
+
+    #[tokio::test]
+    async fn a_fenced_commit_creates_only_the_next_snapshot() {
+        let probe = Arc::new(Probe::default());
+        let fenced = memory().layer(CreateOnce {
+            fence: Some(Fence {
+                table: "w/db.db/t/".to_string(),
+                next: 3,
+            }),
+            probe,
+        });
+        let error = fenced
+            .write("w/db.db/t/snapshot/snapshot-4", b"x".to_vec())
+            .await
+            .expect_err("not the next snapshot");
+        assert_eq!(error.kind(), ErrorKind::ConditionNotMatch);
+        fenced
+            .write("w/db.db/t/snapshot/snapshot-3", b"x".to_vec())
+            .await
+            .expect("the next snapshot");
+        // Another table's snapshots are not fenced.
+        fenced
+            .write("w/db.db/u/snapshot/snapshot-9", b"x".to_vec())
+            .await
+            .expect("another table");
+    }
 
     #[test]
     fn snapshot_and_schema_files_are_recognised() {

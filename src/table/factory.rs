@@ -91,12 +91,20 @@ impl TableProviderFactory for PaimonTableFactory {
         let (warehouse, identifier) = locate(&cmd.location)?;
         let mut catalog_options: HashMap<String, String> = cmd.options.clone();
         catalog_options.insert("warehouse".to_string(), warehouse.clone());
-        let catalog = CatalogFactory::create(Options::from_map(HashMap::from([(
-            "warehouse".to_string(),
-            warehouse,
-        )])))
-        .await
-        .map_err(Error::from)?;
+        // Paimon's file IO gets the warehouse and the storage options
+        // (`s3.*`, ...), not the lake-stream ones; on S3 its commits go
+        // through conditional writes, as a catalog's tables' do.
+        let paimon_options: HashMap<String, String> = catalog_options
+            .iter()
+            .filter(|(key, _)| {
+                key.as_str() == "warehouse" || crate::object_storage::is_storage_key(key)
+            })
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        let catalog = CatalogFactory::create(Options::from_map(paimon_options))
+            .await
+            .map_err(Error::from)?;
+        let catalog = crate::object_storage::guard_catalog(catalog, &catalog_options);
         let table = catalog.get_table(&identifier).await.map_err(|e| match e {
             paimon::Error::TableNotExist { .. } | paimon::Error::DatabaseNotExist { .. } => {
                 DataFusionError::Plan(format!("LOCATION '{}' holds no Paimon table", cmd.location))

@@ -211,6 +211,23 @@ async fn lake_stream_tables_live_on_s3_with_their_store_beside_them() {
         .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(theirs, ours, "pypaimon reads default.{table} as we do");
     }
+    // Opened by path, with the S3 options in the statement, a table reads
+    // and commits as the catalog's do.
+    let external = format!(
+        "CREATE EXTERNAL TABLE datafusion.public.ext STORED AS PAIMON \
+         LOCATION 's3://{}/lake/default.db/logs' OPTIONS ({})",
+        s3.bucket,
+        s3.options
+            .iter()
+            .map(|(k, v)| format!("'{k}' '{v}'"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    run(&ctx, &external).await;
+    assert_eq!(
+        sorted_rows(&ctx, "SELECT * FROM datafusion.public.ext").await,
+        ["1|a", "2|b"]
+    );
     // Another session (another catalog, other clients) sees the same.
     let other = context(options).await;
     assert_eq!(

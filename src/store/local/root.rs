@@ -110,7 +110,8 @@ impl Root {
         } else {
             url.to_string()
         };
-        if let Some(root) = roots.get(&key) {
+        // A root registered under its URL (register_object_store) first.
+        if let Some(root) = roots.get(url.as_str()).or_else(|| roots.get(&key)) {
             return Ok(Arc::clone(root));
         }
         let (objects, local_dir): (Arc<dyn ObjectStore>, Option<PathBuf>) = match url.scheme() {
@@ -444,6 +445,22 @@ impl Root {
         if let Some(dir) = self.local_file(path) {
             let _ = tokio::fs::remove_dir(dir).await;
         }
+    }
+
+    /// Deletes objects, many per request where the store can (S3 deletes
+    /// up to 1000 in one); missing ones are not an error.
+    pub(crate) async fn delete_all(&self, paths: Vec<Path>) -> Result<()> {
+        use futures::StreamExt;
+        let mut deleted = self
+            .objects
+            .delete_stream(futures::stream::iter(paths.into_iter().map(Ok)).boxed());
+        while let Some(result) = deleted.next().await {
+            match result {
+                Ok(_) | Err(object_store::Error::NotFound { .. }) => {}
+                Err(e) => return Err(store_error(LOCAL, e)),
+            }
+        }
+        Ok(())
     }
 
     /// Deletes an object; a missing one is not an error.

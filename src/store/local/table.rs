@@ -575,13 +575,14 @@ impl TableState {
             .try_collect()
             .await
             .map_err(|e| store_error(LOCAL, e))?;
-        for location in paths {
-            let lock = matches!(location.filename(), Some("tier.lock" | "trim.lock"));
-            if location != meta && !lock {
-                self.root.delete(&location).await?;
-            }
-        }
-        Ok(())
+        let doomed = paths
+            .into_iter()
+            .filter(|location| {
+                let lock = matches!(location.filename(), Some("tier.lock" | "trim.lock"));
+                *location != meta && !lock
+            })
+            .collect();
+        self.root.delete_all(doomed).await
     }
 
     // ----------------------------------------------------------------- writes
