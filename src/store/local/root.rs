@@ -213,19 +213,15 @@ impl Root {
                 PutMode::Create.into(),
             )
         };
-        let outcome = async {
-            match create(b"first").await {
-                Ok(_) => {}
-                Err(object_store::Error::NotImplemented { .. }) => {
-                    return Err(refused("does not support create-if-absent".to_string()))
-                }
-                Err(e) => {
-                    return Err(store_error(
-                        LOCAL,
-                        format!("checking '{}': {e}", self.display()),
-                    ))
-                }
+        // An error other than the answers below leaves the question open.
+        let failed = |e: object_store::Error| match e {
+            object_store::Error::NotImplemented { .. } => {
+                refused("does not support create-if-absent".to_string())
             }
+            e => store_error(LOCAL, format!("checking '{}': {e}", self.display())),
+        };
+        let outcome = async {
+            create(b"first").await.map_err(failed)?;
             match create(b"second").await {
                 Err(object_store::Error::AlreadyExists { .. }) => {}
                 Ok(_) => {
@@ -235,15 +231,7 @@ impl Root {
                             .to_string(),
                     ))
                 }
-                Err(object_store::Error::NotImplemented { .. }) => {
-                    return Err(refused("does not support create-if-absent".to_string()))
-                }
-                Err(e) => {
-                    return Err(store_error(
-                        LOCAL,
-                        format!("checking '{}': {e}", self.display()),
-                    ))
-                }
+                Err(e) => return Err(failed(e)),
             }
             match self.get(&path).await? {
                 Some(bytes) if bytes.as_ref() == b"first" => Ok(()),
