@@ -431,3 +431,50 @@ async fn tierers_in_two_processes_take_turns_through_the_lease() {
     assert_eq!(sorted_rows(&setup, "SELECT * FROM t").await, expected);
     assert_eq!(sorted_rows(&setup, "SELECT * FROM t$rt").await, expected);
 }
+
+/// A tiering service that tiers once and exits releases its lease: the
+/// next tiering does not wait it out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tiering_process_that_exits_leaves_no_lease() {
+    let s3 = TestS3::start();
+    let options = s3.catalog_options(
+        "exit",
+        &[
+            ("lakestream.store", "local"),
+            ("local.tier-interval", "off"),
+        ],
+    );
+    let ctx = context(options.clone()).await;
+    run(
+        &ctx,
+        "CREATE TABLE t (id INT) WITH ('lakestream.enabled' = 'true')",
+    )
+    .await;
+    run(&ctx, "INSERT INTO t VALUES (1), (2)").await;
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_lakestream-cli"));
+    command
+        .args(["tier", "--once", "--table", "default.t", "--warehouse"])
+        .arg(&options["warehouse"])
+        .env("AWS_ACCESS_KEY_ID", &s3.options["s3.access-key"])
+        .env("AWS_SECRET_ACCESS_KEY", &s3.options["s3.secret-key"])
+        .stdin(std::process::Stdio::null());
+    for key in ["s3.endpoint", "s3.region", "s3.path-style-access"] {
+        command
+            .arg("--option")
+            .arg(format!("{key}={}", s3.options[key]));
+    }
+    command.arg("--option").arg("local.tier-interval=off");
+    let output = command.output().expect("lakestream-cli");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert_eq!(sorted_rows(&ctx, "SELECT * FROM t").await, ["1", "2"]);
+    let leases: Vec<String> = keys_under(&s3, "exit/_lakestream")
+        .await
+        .into_iter()
+        .filter(|k| k.contains("/lease/"))
+        .collect();
+    assert!(leases.is_empty(), "the exited process left {leases:?}");
+}

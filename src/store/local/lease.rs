@@ -167,11 +167,20 @@ impl Drop for Lease {
             .unwrap_or_else(|e| e.into_inner())
             .clone();
         let root = Arc::clone(&self.root);
-        // Released in the background: a lease not deleted expires anyway.
-        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-            runtime.spawn(async move {
-                let _ = root.delete(&path).await;
-            });
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        // Released before the holder goes on (a process that exits right
+        // after, as `lakestream-cli tier --once` does, must not leave its
+        // lease for the next one to wait out); where this thread cannot
+        // block, in the background. A lease not deleted expires anyway.
+        let release = async move {
+            let _ = root.delete(&path).await;
+        };
+        if runtime.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread {
+            tokio::task::block_in_place(|| runtime.block_on(release));
+        } else {
+            runtime.spawn(release);
         }
     }
 }
