@@ -5,9 +5,11 @@
 //! holder and the time it expires. It is taken by creating the next
 //! generation with a conditional put (create-if-absent), which exactly one
 //! process wins, and only once the newest generation has expired or is
-//! gone. The holder renews it every third of [`TTL`] by creating the next
-//! generation itself, and deletes its generation when done; a holder that
-//! died is waited out for at most [`TTL`].
+//! gone. The holder renews it every third of its length (`local.lease-ttl`)
+//! by creating the next generation itself, and deletes its generation when
+//! done; a holder that died is waited out until its lease expires. Each
+//! generation carries its own expiry, so processes with other lease lengths
+//! wait for each other correctly.
 //!
 //! The lease keeps tierers from racing; it is not what keeps a row from
 //! being tiered twice. A holder can pause past its expiry (a stopped VM)
@@ -23,14 +25,13 @@ use futures::TryStreamExt;
 use object_store::path::Path;
 use serde::{Deserialize, Serialize};
 
+use super::path;
 use super::root::{Created, PutFailed, Root};
 use super::table::now_ms;
 use super::LOCAL;
 use crate::error::Result;
 use crate::store::store_error;
 
-/// How long a lease lasts unless renewed.
-pub(crate) const TTL: Duration = Duration::from_secs(30);
 /// How often a process waiting for a lease looks again.
 const POLL: Duration = Duration::from_millis(250);
 
@@ -60,8 +61,13 @@ fn generation_path(dir: &Path, generation: u64) -> Path {
 impl Lease {
     /// Takes the lease of the table at `table_dir`, waiting while another
     /// process holds it.
-    pub(crate) async fn acquire(root: &Arc<Root>, table_dir: &Path) -> Result<Lease> {
-        let dir = table_dir.clone().join("lease");
+    /// The lease lasts `ttl` unless renewed.
+    pub(crate) async fn acquire(
+        root: &Arc<Root>,
+        table_dir: &Path,
+        ttl: Duration,
+    ) -> Result<Lease> {
+        let dir = path::lease_dir(table_dir);
         let holder = uuid::Uuid::new_v4().to_string();
         loop {
             let mut generations: Vec<(u64, Path)> = root
@@ -90,7 +96,7 @@ impl Lease {
                 }
             };
             let path = generation_path(&dir, next);
-            match create(root, &path, &holder).await? {
+            match create(root, &path, &holder, ttl).await? {
                 Created::AlreadyExists => continue,
                 Created::Yes => {}
             }
@@ -104,6 +110,7 @@ impl Lease {
                 dir,
                 next,
                 holder,
+                ttl,
                 Arc::clone(&current),
             ));
             return Ok(Lease {
@@ -115,10 +122,10 @@ impl Lease {
     }
 }
 
-async fn create(root: &Root, path: &Path, holder: &str) -> Result<Created> {
+async fn create(root: &Root, path: &Path, holder: &str, ttl: Duration) -> Result<Created> {
     let held = Held {
         holder: holder.to_string(),
-        expires_ms: now_ms() + TTL.as_millis() as i64,
+        expires_ms: now_ms() + i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX / 2),
     };
     let bytes = serde_json::to_vec(&held).map_err(|e| store_error(LOCAL, e))?;
     match root.put_new(path, Bytes::from(bytes)).await {
@@ -134,12 +141,13 @@ async fn renew(
     dir: Path,
     mut generation: u64,
     holder: String,
+    ttl: Duration,
     current: Arc<std::sync::Mutex<Path>>,
 ) {
     loop {
-        tokio::time::sleep(TTL / 3).await;
+        tokio::time::sleep(ttl / 3).await;
         let next = generation_path(&dir, generation + 1);
-        match create(&root, &next, &holder).await {
+        match create(&root, &next, &holder, ttl).await {
             Ok(Created::Yes) => {
                 let old = std::mem::replace(
                     &mut *current.lock().unwrap_or_else(|e| e.into_inner()),

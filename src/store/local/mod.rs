@@ -74,6 +74,7 @@ const TIER_MAX_DELAY: &str = "tier-max-delay";
 const TIER_MAX_ROWS: &str = "tier-max-rows";
 const LOG_RETENTION: &str = "log-retention";
 const SEGMENT_SIZE: &str = "segment-size";
+const LEASE_TTL: &str = "lease-ttl";
 const KNOWN_OPTIONS: &[&str] = &[
     PATH,
     TIER_INTERVAL,
@@ -82,7 +83,15 @@ const KNOWN_OPTIONS: &[&str] = &[
     TIER_MAX_ROWS,
     LOG_RETENTION,
     SEGMENT_SIZE,
+    LEASE_TTL,
 ];
+/// Long enough that a holder renewing every third of it rides out a slow
+/// request or two; short enough that a tierer that died is waited out
+/// within half a minute.
+const DEFAULT_LEASE_TTL: Duration = Duration::from_secs(30);
+/// A holder renews every third of its lease: below this, renewals would
+/// crowd out the requests they protect.
+const MIN_LEASE_TTL: Duration = Duration::from_secs(3);
 /// Big enough that a part's fixed costs (a put, an fsync) are small beside
 /// its rows; small enough that a write, a read and a tiering each hold a
 /// few of them at once well within memory.
@@ -141,6 +150,10 @@ pub struct LocalOptions {
     pub log_retention: Duration,
     /// Bytes of rows (in memory) at which a write rolls into a new part.
     pub segment_size: u64,
+    /// How long a tierer's lease on an object store (S3) lasts unless
+    /// renewed: the longest that tiering, DROP and maintenance of a table
+    /// wait for a tierer that died. Unused on local disk (a file lock).
+    pub lease_ttl: Duration,
     /// The catalog's S3 options (`s3.endpoint`, keys, ...), for a `path` on
     /// S3: the store's bucket is reached as the warehouse is.
     pub s3: S3Options,
@@ -258,6 +271,19 @@ impl LocalOptions {
                 size
             }
         };
+        let lease_ttl = match options.get(LEASE_TTL) {
+            None => DEFAULT_LEASE_TTL,
+            Some(text) => {
+                let ttl = parse_duration(text).map_err(|r| invalid(LEASE_TTL, r))?;
+                if ttl < MIN_LEASE_TTL {
+                    return Err(invalid(
+                        LEASE_TTL,
+                        format!("must be at least {MIN_LEASE_TTL:?}"),
+                    ));
+                }
+                ttl
+            }
+        };
         Ok(Self {
             path,
             tier_interval,
@@ -266,6 +292,7 @@ impl LocalOptions {
             tier_max_rows,
             log_retention,
             segment_size,
+            lease_ttl,
             s3: S3Options::default(),
         })
     }
@@ -350,7 +377,7 @@ impl std::fmt::Debug for Inner {
 impl LocalStore {
     /// Opens the store at `options.path` for tables of `catalog`.
     pub fn open(options: LocalOptions, catalog: Arc<dyn Catalog>) -> Result<Self> {
-        let root = Root::open(&options.path, &options.s3)?;
+        let root = Root::open(&options.path, &options.s3, options.lease_ttl)?;
         Ok(Self {
             inner: Arc::new(Inner {
                 root,
@@ -757,6 +784,7 @@ mod tests {
         assert_eq!(o.tier_max_rows, 2_000_000);
         assert_eq!(o.log_retention, Duration::from_secs(600));
         assert_eq!(o.segment_size, 32 << 20);
+        assert_eq!(o.lease_ttl, Duration::from_secs(30));
         let o = LocalOptions::from_options(
             &opts(&[
                 ("path", "memory://x"),
@@ -764,10 +792,12 @@ mod tests {
                 ("tier-max-rows", "10"),
                 ("tier-target-size", "16kb"),
                 ("tier-max-delay", "2min"),
+                ("lease-ttl", "5s"),
             ]),
             None,
         )
         .unwrap();
+        assert_eq!(o.lease_ttl, Duration::from_secs(5));
         assert_eq!(o.path, "memory://x");
         assert_eq!(o.tier_interval, None);
         assert_eq!(o.tier_max_rows, 10);
@@ -793,6 +823,8 @@ mod tests {
             (vec![("log-retention", "later")], "local.log-retention"),
             (vec![("segment-size", "0")], "local.segment-size"),
             (vec![("segment-size", "big")], "local.segment-size"),
+            (vec![("lease-ttl", "2s")], "local.lease-ttl"),
+            (vec![("lease-ttl", "forever")], "local.lease-ttl"),
         ] {
             let err = LocalOptions::from_options(&opts(&pairs), Some("/w"))
                 .unwrap_err()

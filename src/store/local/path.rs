@@ -56,6 +56,11 @@ pub(crate) fn table_meta(table_dir: &Path) -> Path {
     table_dir.clone().join("table.json")
 }
 
+/// The directory of the table's tiering lease generations (S3 roots).
+pub(crate) fn lease_dir(table_dir: &Path) -> Path {
+    table_dir.clone().join("lease")
+}
+
 /// The marker of the last tiering whose trim is done.
 pub(crate) fn tiered_marker(table_dir: &Path) -> Path {
     table_dir.clone().join("tiered.json")

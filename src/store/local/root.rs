@@ -13,6 +13,7 @@
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
 
 use bytes::Bytes;
 
@@ -41,6 +42,10 @@ pub(crate) struct Root {
     /// Set once this process has seen the object store honour
     /// create-if-absent ([`Root::check_create_if_absent`]).
     create_if_absent: tokio::sync::OnceCell<()>,
+    /// How long this process's tiering leases last unless renewed
+    /// (`local.lease-ttl`); each lease carries its own expiry, so
+    /// processes with other settings wait for it correctly.
+    lease_ttl: Duration,
 }
 
 fn roots() -> &'static Mutex<HashMap<String, Arc<Root>>> {
@@ -60,6 +65,7 @@ pub fn register_object_store(url: &str, objects: Arc<dyn ObjectStore>) -> Result
         local_dir: None,
         tables: Mutex::new(HashMap::new()),
         create_if_absent: tokio::sync::OnceCell::new(),
+        lease_ttl: super::DEFAULT_LEASE_TTL,
     });
     roots()
         .lock()
@@ -97,15 +103,18 @@ pub(crate) enum PutFailed {
 impl Root {
     /// The root at `location`: a URL (`file:///...`, `memory://name`,
     /// `s3://bucket/path`, reached with the options `s3`) or a path.
-    pub(crate) fn open(location: &str, s3: &S3Options) -> Result<Arc<Root>> {
+    /// `lease_ttl` is how long its tiering leases last on S3.
+    pub(crate) fn open(location: &str, s3: &S3Options, lease_ttl: Duration) -> Result<Arc<Root>> {
         let url = to_url(location)?;
         let mut roots = roots().lock().unwrap_or_else(|e| e.into_inner());
         // One root per location and, on S3, per set of options: two
-        // catalogs with other keys or endpoints share nothing.
+        // catalogs with other keys, endpoints or lease lengths share
+        // nothing (their tiering meets at the lease, as processes do).
         let key = if object_storage::is_s3(url.as_str()) {
             use std::hash::{Hash, Hasher};
             let mut hasher = std::collections::hash_map::DefaultHasher::new();
             s3.hash(&mut hasher);
+            lease_ttl.hash(&mut hasher);
             format!("{url}#{:016x}", hasher.finish())
         } else {
             url.to_string()
@@ -170,6 +179,7 @@ impl Root {
             local_dir,
             tables: Mutex::new(HashMap::new()),
             create_if_absent: tokio::sync::OnceCell::new(),
+            lease_ttl,
         });
         roots.insert(key, Arc::clone(&root));
         Ok(root)
@@ -278,7 +288,7 @@ impl Root {
     pub(crate) async fn lock_tiering(self: &Arc<Self>, table_dir: &Path) -> Result<TierLock> {
         if object_storage::is_s3(&self.url) {
             return Ok(TierLock::Lease {
-                _lease: Lease::acquire(self, table_dir).await?,
+                _lease: Lease::acquire(self, table_dir, self.lease_ttl).await?,
             });
         }
         Ok(match self.lock_file(table_dir, "tier.lock", false).await? {

@@ -560,8 +560,9 @@ impl TableState {
     }
 
     /// Deletes the table's objects, `table.json` first (a half-deleted table
-    /// is a missing table), then the rest. The tiering lock stays: it is how
-    /// processes agree on who tiers, across incarnations.
+    /// is a missing table), then the rest. The tiering lock and lease stay:
+    /// they are how processes agree on who tiers, across incarnations, and
+    /// the caller holds them while it deletes.
     async fn delete_files(&self, with_meta: bool) -> Result<()> {
         let meta = path::table_meta(&self.dir);
         if with_meta {
@@ -575,10 +576,12 @@ impl TableState {
             .try_collect()
             .await
             .map_err(|e| store_error(LOCAL, e))?;
+        let lease = path::lease_dir(&self.dir);
         let doomed = paths
             .into_iter()
             .filter(|location| {
-                let lock = matches!(location.filename(), Some("tier.lock" | "trim.lock"));
+                let lock = matches!(location.filename(), Some("tier.lock" | "trim.lock"))
+                    || location.prefix_matches(&lease);
                 *location != meta && !lock
             })
             .collect();
@@ -1953,4 +1956,48 @@ pub(crate) fn with_row_kind(
         batch.num_rows()
     ])));
     RecordBatch::try_new(Arc::clone(schema), columns).map_err(|e| store_error(LOCAL, e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::local::lease::Lease;
+    use object_store::ObjectStoreExt;
+
+    /// Dropping or replacing a table's files keeps its tiering lease: the
+    /// process deleting holds it, and a lease deleted under it would let a
+    /// waiting tierer in while it still works.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn deleting_a_tables_files_keeps_its_lease() {
+        let root = Root::open(
+            "memory://deleting-keeps-lease",
+            &Default::default(),
+            Duration::from_secs(30),
+        )
+        .expect("root");
+        let state = root.table(&Identifier::new("default", "t"));
+        for name in ["table.json", "log/00000000000000000001", "tiered"] {
+            root.objects
+                .put(
+                    &state.dir.clone().join(name),
+                    Bytes::from_static(b"x").into(),
+                )
+                .await
+                .expect("put");
+        }
+        let lease = Lease::acquire(&root, &state.dir, Duration::from_secs(30))
+            .await
+            .expect("lease");
+        state.delete_files(true).await.expect("delete");
+        let left: Vec<Path> = root
+            .objects
+            .list(Some(&state.dir))
+            .map_ok(|m| m.location)
+            .try_collect()
+            .await
+            .expect("list");
+        assert_eq!(left.len(), 1, "left: {left:?}");
+        assert!(left[0].prefix_matches(&path::lease_dir(&state.dir)));
+        drop(lease);
+    }
 }
