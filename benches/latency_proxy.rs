@@ -59,6 +59,24 @@ impl Drop for LatencyProxy {
     }
 }
 
+/// Whether to print every request's first line to stderr
+/// (`LAKESTREAM_BENCH_REQUESTS=1`): which requests a statement makes.
+fn log_requests() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var_os("LAKESTREAM_BENCH_REQUESTS").is_some())
+}
+
+fn log_request(bytes: &[u8]) {
+    static START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+    let start = START.get_or_init(std::time::Instant::now);
+    let line = bytes.split(|b| *b == b'\r').next().unwrap_or_default();
+    eprintln!(
+        "request {:.3} {}",
+        start.elapsed().as_secs_f64(),
+        String::from_utf8_lossy(line)
+    );
+}
+
 async fn relay(client: TcpStream, server: TcpStream, latency: Duration) {
     let _ = client.set_nodelay(true);
     let _ = server.set_nodelay(true);
@@ -76,6 +94,9 @@ async fn relay(client: TcpStream, server: TcpStream, latency: Duration) {
                     Ok(n) => n,
                 };
                 if answered.swap(false, Ordering::SeqCst) {
+                    if log_requests() {
+                        log_request(&buffer[..n]);
+                    }
                     tokio::time::sleep(latency).await;
                 }
                 if server_write.write_all(&buffer[..n]).await.is_err() {

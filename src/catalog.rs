@@ -32,6 +32,8 @@ pub struct LakeStreamCatalog {
     store: StoreBinding,
     /// Things a statement did that its caller should hear about.
     notices: std::sync::Mutex<Vec<String>>,
+    /// Handles `get_table`/`load_table` reuse once the files confirm them.
+    tables: crate::table_cache::TableCache,
 }
 
 impl std::fmt::Debug for LakeStreamCatalog {
@@ -73,6 +75,7 @@ impl LakeStreamCatalog {
             store_options,
             store: StoreBinding::new(store, format!("catalog '{name}'")),
             notices: std::sync::Mutex::new(Vec::new()),
+            tables: Default::default(),
         }
     }
 
@@ -1003,15 +1006,30 @@ impl Catalog for LakeStreamCatalog {
     }
 
     async fn get_table(&self, identifier: &Identifier) -> paimon::Result<Table> {
-        let table = self.inner.get_table(identifier).await?;
+        let table = match self.tables.get(identifier).await {
+            Some(table) => table,
+            None => {
+                let table = self.inner.get_table(identifier).await?;
+                self.tables.put(identifier, &table).await;
+                table
+            }
+        };
         self.hide_store_columns(table)
     }
 
     async fn load_table(&self, identifier: &Identifier) -> paimon::Result<LoadedTable> {
+        if let Some(table) = self.tables.get(identifier).await {
+            return Ok(LoadedTable::Paimon(Box::new(
+                self.hide_store_columns(table)?,
+            )));
+        }
         match self.inner.load_table(identifier).await? {
-            LoadedTable::Paimon(table) => Ok(LoadedTable::Paimon(Box::new(
-                self.hide_store_columns(*table)?,
-            ))),
+            LoadedTable::Paimon(table) => {
+                self.tables.put(identifier, &table).await;
+                Ok(LoadedTable::Paimon(Box::new(
+                    self.hide_store_columns(*table)?,
+                )))
+            }
             other => Ok(other),
         }
     }

@@ -20,6 +20,7 @@ pub mod progress;
 mod runtime;
 pub mod store;
 mod table;
+mod table_cache;
 
 pub use catalog::LakeStreamCatalog;
 pub use context::LakeStreamContext;

@@ -38,6 +38,7 @@ mod shell;
 mod sized_tiering;
 mod slt;
 mod support;
+mod table_cache;
 mod text_input;
 mod twin;
 mod union_read;

@@ -694,7 +694,10 @@ impl TableState {
         // and the table is not dropped: both take this lock exclusively (on
         // local disk; elsewhere the retention and the checks below see to it).
         let trim_lock = self.root.lock_trim(&self.dir, true).await?;
-        let incarnation = self.current(table).await?;
+        // Never below what tiering passed, whatever this process cached
+        // (read before this process's other writes are waited for: a put
+        // long after it is checked against the retention below).
+        let (incarnation, _, tiered) = self.current_and_tiered(table).await?;
         if expect.is_some_and(|expected| expected.id != incarnation.id) {
             return Err(Error::WriteNotApplied {
                 table: self.name(),
@@ -702,8 +705,6 @@ impl TableState {
             });
         }
         let mut segments = incarnation.segments.lock().await;
-        // Never below what tiering passed, whatever this process cached.
-        let (_, tiered) = self.tiered(&incarnation, table).await?;
         let cached = match segments.next {
             Some(next) => next,
             None => self.list(&incarnation).await?,
@@ -861,6 +862,18 @@ impl TableState {
         from: u64,
         from_tiered: bool,
     ) -> Result<Option<(u64, u64)>> {
+        self.scan_with(incarnation, from, from_tiered, None).await
+    }
+
+    /// [`Self::scan`], with the entry at one position already fetched (at
+    /// or after the look began: an entry, once there, stays as it is).
+    async fn scan_with(
+        &self,
+        incarnation: &Incarnation,
+        from: u64,
+        from_tiered: bool,
+        mut fetched: Option<(u64, Fetched)>,
+    ) -> Result<Option<(u64, u64)>> {
         let mut segments = incarnation.segments.lock().await;
         if segments.next.is_none() {
             segments.next = Some(self.list(incarnation).await?);
@@ -872,7 +885,11 @@ impl TableState {
         let mut seq = from;
         loop {
             if !segments.info.contains_key(&seq) {
-                match self.fetch(incarnation, seq).await? {
+                let entry = match fetched.take() {
+                    Some((at, entry)) if at == seq => entry,
+                    _ => self.fetch(incarnation, seq).await?,
+                };
+                match entry {
                     Fetched::Entry(held, info) => segments.remember(seq, &held, info),
                     // Past the end: nothing was written there yet.
                     Fetched::Absent if seq >= listed_end => break,
@@ -1052,11 +1069,66 @@ impl TableState {
     /// and its marker, and the commit expired since) the position is unknown
     /// and the answer is [`Error::TieredPositionUnknown`], never a guess.
     async fn tiered(&self, incarnation: &Incarnation, table: &Table) -> Result<(Option<i64>, u64)> {
-        let manager = table.snapshot_manager();
-        // The marker and proof first: they name a snapshot at or before the
-        // latest one read after them.
         let known = self.known(incarnation).await?;
-        let Some(latest) = manager.get_latest_snapshot_id().await? else {
+        let latest = table.snapshot_manager().get_latest_snapshot_id().await?;
+        self.tiered_from(incarnation, table, known, latest).await
+    }
+
+    /// The incarnation `table.json` names and the tiered position
+    /// ([`Self::tiered`]) at once: on an object store each read is a round
+    /// trip, so `table.json`, the marker and proof of the incarnation this
+    /// process knew, and the latest snapshot are read together. Should the
+    /// incarnation have changed, its marker is read again after.
+    async fn current_and_tiered(
+        &self,
+        table: &Table,
+    ) -> Result<(Arc<Incarnation>, Option<i64>, u64)> {
+        let guess = self
+            .current
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        let Some(guess) = guess else {
+            let incarnation = self.current(table).await?;
+            let (snapshot, position) = self.tiered(&incarnation, table).await?;
+            return Ok((incarnation, snapshot, position));
+        };
+        let manager = table.snapshot_manager();
+        let (incarnation, known, latest) = futures::join!(
+            self.current(table),
+            self.known(&guess),
+            manager.get_latest_snapshot_id()
+        );
+        let incarnation = incarnation?;
+        let (snapshot, position) = if Arc::ptr_eq(&incarnation, &guess) {
+            self.tiered_from(&incarnation, table, known?, latest?)
+                .await?
+        } else {
+            self.tiered(&incarnation, table).await?
+        };
+        Ok((incarnation, snapshot, position))
+    }
+
+    /// [`Self::tiered`] from the marker or proof `known` and the `latest`
+    /// snapshot id, read in either order or at once.
+    async fn tiered_from(
+        &self,
+        incarnation: &Incarnation,
+        table: &Table,
+        known: Option<TieredMarker>,
+        latest: Option<i64>,
+    ) -> Result<(Option<i64>, u64)> {
+        let manager = table.snapshot_manager();
+        // The marker and proof must name a snapshot at or before the latest
+        // one: one read beside them may be older than what they name (a
+        // tiering committed and wrote its marker in between). Read it again.
+        let latest = match (&known, latest) {
+            (Some(marker), latest) if latest < Some(marker.snapshot_id) => {
+                manager.get_latest_snapshot_id().await?
+            }
+            (_, latest) => latest,
+        };
+        let Some(latest) = latest else {
             return Ok((None, 0));
         };
         // Snapshots from before the incarnation was attached are not its.
@@ -1119,10 +1191,12 @@ impl TableState {
     /// "the incarnation's tiering snapshots up to `snapshot_id` reach
     /// `position`", so the one with the higher snapshot says more.
     async fn known(&self, incarnation: &Incarnation) -> Result<Option<TieredMarker>> {
-        let marker = self.marker(incarnation).await?;
-        let proof: Option<TieredMarker> = self
-            .read_json(&path::tiered_proof(&incarnation.dir))
-            .await?;
+        let proof = path::tiered_proof(&incarnation.dir);
+        let (marker, proof) = futures::join!(
+            self.marker(incarnation),
+            self.read_json::<TieredMarker>(&proof)
+        );
+        let (marker, proof) = (marker?, proof?);
         Ok(marker
             .into_iter()
             .chain(proof)
@@ -1189,14 +1263,50 @@ impl TableState {
     /// Fixes a read: the Paimon snapshot and the store's segments after it,
     /// aligned with the table's current schema.
     pub(crate) async fn plan_read(self: &Arc<Self>, table: &Table) -> Result<LocalLog> {
-        let incarnation = self.current(table).await?;
+        // The log's end as this process knows it, looked at beside the
+        // metadata: where a read finds nothing new, the one request it makes.
+        let known_end = {
+            let guess = self
+                .current
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone();
+            match guess {
+                Some(guess) => {
+                    let next = guess.segments.lock().await.next;
+                    next.map(|next| (guess, next))
+                }
+                None => None,
+            }
+        };
+        let probe = async {
+            match &known_end {
+                Some((guess, next)) => Some((*next, self.fetch(guess, *next).await)),
+                None => None,
+            }
+        };
+        let (planned, probe) = futures::join!(self.current_and_tiered(table), probe);
+        let (incarnation, snapshot, position) = planned?;
+        let mut tiered = Some((snapshot, position));
+        let mut fetched = match (probe, &known_end) {
+            (Some((next, Ok(entry))), Some((guess, _))) if Arc::ptr_eq(guess, &incarnation) => {
+                Some((next, entry))
+            }
+            _ => None,
+        };
         let schema = log_arrow_schema(table)?;
         // A segment is deleted only long after tiering passed it, so a read
         // finds its segments; should one still be gone, the next attempt
         // sees the snapshot that holds its rows.
         for _ in 0..8 {
-            let (snapshot_id, position) = self.tiered(&incarnation, table).await?;
-            if let Some((end, rows)) = self.scan(&incarnation, position, true).await? {
+            let (snapshot_id, position) = match tiered.take() {
+                Some(first) => first,
+                None => self.tiered(&incarnation, table).await?,
+            };
+            let scanned = self
+                .scan_with(&incarnation, position, true, fetched.take())
+                .await?;
+            if let Some((end, rows)) = scanned {
                 return Ok(LocalLog {
                     state: Arc::clone(self),
                     incarnation,

@@ -1,0 +1,124 @@
+//! Table handles that planning reuses, checked against the files before
+//! each use.
+//!
+//! Loading a table from a filesystem catalog reads the database directory,
+//! the table's schema directory and its newest schema file, one after the
+//! other: four round trips, which on an object store are most of a small
+//! statement's time. A handle loaded before is reused instead when two
+//! reads made at once show it is still the table's: its schema file
+//! `schema-<id>` holds the very bytes it was loaded from, and no
+//! `schema-<id+1>` exists. Another process's `ALTER TABLE` writes the next
+//! schema file; its `DROP TABLE` removes the file, and a `CREATE TABLE`
+//! after it writes one with another creation time. Either fails the check,
+//! and the table is loaded again.
+//!
+//! Tables of a REST catalog (whose server is the source of their schema),
+//! system tables and branches are never cached.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use bytes::Bytes;
+use paimon::catalog::Identifier;
+use paimon::spec::TableSchema;
+use paimon::table::Table;
+
+/// Checked table handles of one catalog.
+#[derive(Debug, Default)]
+pub(crate) struct TableCache {
+    tables: Mutex<HashMap<Identifier, Cached>>,
+}
+
+#[derive(Debug, Clone)]
+struct Cached {
+    table: Table,
+    /// The schema file the handle was loaded from, as read.
+    schema_file: Bytes,
+}
+
+fn schema_path(table: &Table, id: i64) -> String {
+    format!(
+        "{}/schema/schema-{id}",
+        table.location().trim_end_matches('/')
+    )
+}
+
+fn cacheable(identifier: &Identifier, table: &Table) -> bool {
+    table.rest_env().is_none() && !identifier.object().contains('$')
+}
+
+impl TableCache {
+    /// The cached handle of `identifier`, if the files show it is current.
+    pub(crate) async fn get(&self, identifier: &Identifier) -> Option<Table> {
+        let cached = self
+            .tables
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(identifier)
+            .cloned()?;
+        let table = &cached.table;
+        let id = table.schema().id();
+        let file_io = table.file_io();
+        let this = async {
+            file_io
+                .new_input(&schema_path(table, id))
+                .ok()?
+                .read()
+                .await
+                .ok()
+        };
+        let next = async {
+            file_io
+                .new_input(&schema_path(table, id + 1))
+                .ok()?
+                .exists()
+                .await
+                .ok()
+        };
+        let (this, next) = futures::join!(this, next);
+        if this.as_ref() == Some(&cached.schema_file) && next == Some(false) {
+            return Some(cached.table);
+        }
+        self.forget(identifier);
+        None
+    }
+
+    /// Remembers `table`, just loaded as `identifier`, when its schema file
+    /// still holds the schema it was loaded with.
+    pub(crate) async fn put(&self, identifier: &Identifier, table: &Table) {
+        if !cacheable(identifier, table) {
+            return;
+        }
+        let schema = table.schema();
+        let Ok(input) = table.file_io().new_input(&schema_path(table, schema.id())) else {
+            return;
+        };
+        let Ok(bytes) = input.read().await else {
+            return;
+        };
+        let same = serde_json::from_slice::<TableSchema>(&bytes).is_ok_and(|read| {
+            read.id() == schema.id() && read.time_millis() == schema.time_millis()
+        });
+        if !same {
+            return;
+        }
+        self.tables
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(
+                identifier.clone(),
+                Cached {
+                    table: table.clone(),
+                    schema_file: bytes,
+                },
+            );
+    }
+
+    /// Drops what is known of `identifier` (this process changed it).
+    pub(crate) fn forget(&self, identifier: &Identifier) {
+        self.tables
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(identifier);
+    }
+}
