@@ -34,6 +34,9 @@ pub struct LakeStreamCatalog {
     notices: std::sync::Mutex<Vec<String>>,
     /// Handles `get_table`/`load_table` reuse once the files confirm them.
     tables: crate::table_cache::TableCache,
+    /// Whether the wrapped catalog is a filesystem catalog (its databases
+    /// are directories, remembered once seen: see `table_cache`).
+    filesystem: bool,
 }
 
 impl std::fmt::Debug for LakeStreamCatalog {
@@ -57,6 +60,9 @@ impl LakeStreamCatalog {
     ) -> Self {
         // S3 tables commit through conditional writes (object_storage::commit).
         let inner = crate::object_storage::guard_catalog(inner, &catalog_options);
+        let filesystem = catalog_options
+            .get("metastore")
+            .is_none_or(|m| m.eq_ignore_ascii_case("filesystem"));
         let store = store_options.store().map(|identifier| {
             Arc::new(LazyStore::new(
                 identifier.to_string(),
@@ -76,6 +82,7 @@ impl LakeStreamCatalog {
             store: StoreBinding::new(store, format!("catalog '{name}'")),
             notices: std::sync::Mutex::new(Vec::new()),
             tables: Default::default(),
+            filesystem,
         }
     }
 
@@ -986,7 +993,15 @@ impl Catalog for LakeStreamCatalog {
     }
 
     async fn get_database(&self, name: &str) -> paimon::Result<Database> {
-        self.inner.get_database(name).await
+        if !self.filesystem {
+            return self.inner.get_database(name).await;
+        }
+        if let Some(database) = self.tables.database(name) {
+            return Ok(database);
+        }
+        let database = self.inner.get_database(name).await?;
+        self.tables.saw_database(&database);
+        Ok(database)
     }
 
     async fn drop_database(
@@ -1000,6 +1015,7 @@ impl Catalog for LakeStreamCatalog {
                 .await
                 .map_err(Error::into_paimon)?;
         }
+        self.tables.forget_database(name);
         self.inner
             .drop_database(name, ignore_if_not_exists, cascade)
             .await

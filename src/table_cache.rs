@@ -14,12 +14,20 @@
 //!
 //! Tables of a REST catalog (whose server is the source of their schema),
 //! system tables and branches are never cached.
+//!
+//! A filesystem catalog's databases are remembered once seen: the check
+//! that a database exists (a listing, the first round trip of every
+//! statement, made when DataFusion resolves the schema) is not made again.
+//! It decides nothing by itself: whatever the statement then does checks the
+//! files on its own (a table's handle is checked as above, and a dropped
+//! database took its tables' schema files with it; paimon's `CREATE TABLE`
+//! checks the database itself). A database this process drops is forgotten.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
 
 use bytes::Bytes;
-use paimon::catalog::Identifier;
+use paimon::catalog::{Database, Identifier};
 use paimon::spec::TableSchema;
 use paimon::table::Table;
 
@@ -27,6 +35,8 @@ use paimon::table::Table;
 #[derive(Debug, Default)]
 pub(crate) struct TableCache {
     tables: Mutex<HashMap<Identifier, Cached>>,
+    /// Databases of a filesystem catalog seen to exist.
+    databases: Mutex<HashMap<String, Database>>,
 }
 
 #[derive(Debug, Clone)]
@@ -96,9 +106,9 @@ impl TableCache {
         let Ok(bytes) = input.read().await else {
             return;
         };
-        let same = serde_json::from_slice::<TableSchema>(&bytes).is_ok_and(|read| {
-            read.id() == schema.id() && read.time_millis() == schema.time_millis()
-        });
+        // The whole schema: a table dropped and made again within the same
+        // millisecond must not pass for the one loaded.
+        let same = serde_json::from_slice::<TableSchema>(&bytes).is_ok_and(|read| read == *schema);
         if !same {
             return;
         }
@@ -120,5 +130,34 @@ impl TableCache {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .remove(identifier);
+    }
+
+    /// The database `name` as seen before, if it was.
+    pub(crate) fn database(&self, name: &str) -> Option<Database> {
+        self.databases
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(name)
+            .cloned()
+    }
+
+    /// Remembers that `database` exists (filesystem catalogs only).
+    pub(crate) fn saw_database(&self, database: &Database) {
+        self.databases
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(database.name.clone(), database.clone());
+    }
+
+    /// Forgets the database `name` and its tables (this process dropped it).
+    pub(crate) fn forget_database(&self, name: &str) {
+        self.databases
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(name);
+        self.tables
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .retain(|identifier, _| identifier.database() != name);
     }
 }

@@ -5,9 +5,10 @@
 //! prints `ACK <n>` after each acknowledged INSERT, or a tierer. The parent
 //! kills them with SIGKILL (or they abort at a fail point) and checks what a
 //! fresh session reads: every acknowledged write, no partial statement, no
-//! row twice.
+//! row twice. The writer and tiering tests run on local disk and, with the
+//! warehouse and store in a bucket of the S3 test server, on S3.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
 use std::sync::Arc;
@@ -15,6 +16,7 @@ use std::time::{Duration, Instant};
 
 use paimon_lakestream::LakeStreamContext;
 
+use crate::s3_server::TestS3;
 use crate::support::{child_command, forward_lines, ids, local_store_options};
 
 /// Rows per INSERT: a statement is all of them or none.
@@ -22,13 +24,43 @@ const ROWS_PER_INSERT: i64 = 10;
 
 struct Setup {
     dir: tempfile::TempDir,
+    /// The S3 test server, when the warehouse and the store are in its
+    /// bucket instead of on local disk.
+    s3: Option<TestS3>,
 }
 
 impl Setup {
     fn new() -> Self {
         let dir = tempfile::tempdir().expect("temporary directory");
         std::fs::create_dir_all(dir.path().join("warehouse")).expect("warehouse");
-        Self { dir }
+        Self { dir, s3: None }
+    }
+
+    /// The warehouse and the store beside it in a bucket of a fresh S3 test
+    /// server. A tierer killed holding the tiering lease is waited out for
+    /// `local.lease-ttl`, here 3 s.
+    fn on_s3() -> Self {
+        let dir = tempfile::tempdir().expect("temporary directory");
+        Self {
+            dir,
+            s3: Some(TestS3::start()),
+        }
+    }
+
+    /// The catalog options of a process of the test.
+    fn options(&self, tier_interval: &str) -> HashMap<String, String> {
+        match &self.s3 {
+            None => local_store_options(&self.warehouse(), &self.store(), tier_interval),
+            Some(s3) => s3.catalog_options(
+                "crash",
+                &[
+                    ("lakestream.store", "local"),
+                    ("local.tier-interval", tier_interval),
+                    ("local.tier-target-size", "1b"),
+                    ("local.lease-ttl", "3s"),
+                ],
+            ),
+        }
     }
 
     fn warehouse(&self) -> PathBuf {
@@ -40,12 +72,21 @@ impl Setup {
     }
 }
 
-async fn context(warehouse: &Path, store: &Path) -> LakeStreamContext {
+async fn context(setup: &Setup) -> LakeStreamContext {
+    context_with(setup.options("off")).await
+}
+
+async fn context_with(options: HashMap<String, String>) -> LakeStreamContext {
     let mut ctx = LakeStreamContext::new();
-    ctx.register_catalog("paimon", local_store_options(warehouse, store, "off"))
+    ctx.register_catalog("paimon", options)
         .await
         .expect("catalog");
     ctx
+}
+
+/// A context on the disk warehouse of `setup` with the store at `store`.
+async fn disk_context(setup: &Setup, store: &Path) -> LakeStreamContext {
+    context_with(local_store_options(&setup.warehouse(), store, "off")).await
 }
 
 async fn run(ctx: &LakeStreamContext, sql: &str) {
@@ -74,16 +115,16 @@ async fn child_process() {
         return;
     };
     let env = |key: &str| std::env::var(key).unwrap_or_else(|_| panic!("{key} not set"));
-    let warehouse = PathBuf::from(env("CHILD_WAREHOUSE"));
-    let store = PathBuf::from(env("CHILD_STORE"));
     let table = env("CHILD_TABLE");
-    let mut ctx = LakeStreamContext::new();
-    ctx.register_catalog(
-        "paimon",
-        local_store_options(&warehouse, &store, &env("CHILD_TIER_INTERVAL")),
-    )
-    .await
-    .expect("catalog");
+    // The parent's options, keys aside: those come from the AWS
+    // environment variables.
+    let mut options: HashMap<String, String> =
+        serde_json::from_str(&env("CHILD_OPTIONS")).expect("CHILD_OPTIONS");
+    options.insert(
+        "local.tier-interval".to_string(),
+        env("CHILD_TIER_INTERVAL"),
+    );
+    let ctx = context_with(options).await;
     match role.as_str() {
         "writer" => {
             let start: i64 = env("CHILD_START").parse().expect("start");
@@ -112,11 +153,22 @@ struct ChildSpec<'a> {
 }
 
 fn spawn(setup: &Setup, spec: &ChildSpec<'_>) -> Child {
+    let mut options = setup.options(spec.tier_interval);
     let mut command = child_command("crash::child_process");
+    if let (Some(access), Some(secret)) = (
+        options.remove("s3.access-key"),
+        options.remove("s3.secret-key"),
+    ) {
+        command
+            .env("AWS_ACCESS_KEY_ID", access)
+            .env("AWS_SECRET_ACCESS_KEY", secret);
+    }
     command
         .env("LAKESTREAM_CHILD", spec.role)
-        .env("CHILD_WAREHOUSE", setup.warehouse())
-        .env("CHILD_STORE", setup.store())
+        .env(
+            "CHILD_OPTIONS",
+            serde_json::to_string(&options).expect("options"),
+        )
         .env("CHILD_TABLE", spec.table)
         .env("CHILD_START", spec.start.to_string())
         .env("CHILD_COUNT", spec.count.to_string())
@@ -203,8 +255,18 @@ fn check_inserts(found: &[i64], acked: &BTreeSet<i64>) -> BTreeSet<i64> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn killed_writers_lose_no_acknowledged_insert() {
-    let setup = Setup::new();
-    let ctx = context(&setup.warehouse(), &setup.store()).await;
+    killed_writers_lose_nothing(Setup::new()).await;
+}
+
+/// The same on S3: the store's segments are created with conditional puts,
+/// and a writer killed while tiering in the background leaves a lease.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killed_writers_lose_no_acknowledged_insert_on_s3() {
+    killed_writers_lose_nothing(Setup::on_s3()).await;
+}
+
+async fn killed_writers_lose_nothing(setup: Setup) {
+    let ctx = context(&setup).await;
     run(
         &ctx,
         "CREATE TABLE t (id BIGINT, v STRING) WITH ('lakestream.enabled' = 'true')",
@@ -245,7 +307,7 @@ async fn killed_writers_lose_no_acknowledged_insert() {
         );
         acked.extend(acks_until(child, stop));
         // A fresh session, as after a restart.
-        let fresh = context(&setup.warehouse(), &setup.store()).await;
+        let fresh = context(&setup).await;
         let found = ids(&fresh, "SELECT id FROM t$rt").await;
         let inserts = check_inserts(&found, &acked);
         assert!(inserts.len() >= acked.len());
@@ -253,7 +315,7 @@ async fn killed_writers_lose_no_acknowledged_insert() {
     assert!(!acked.is_empty(), "no child ever acknowledged a write");
     // Everything the store holds tiers into Paimon exactly once.
     run(&ctx, "CALL sys.lakestream_tier('t')").await;
-    let fresh = context(&setup.warehouse(), &setup.store()).await;
+    let fresh = context(&setup).await;
     let in_paimon = ids(&fresh, "SELECT id FROM t").await;
     let in_rt = ids(&fresh, "SELECT id FROM t$rt").await;
     check_inserts(&in_paimon, &acked);
@@ -265,6 +327,18 @@ async fn killed_writers_lose_no_acknowledged_insert() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_crash_at_any_tiering_step_loses_and_duplicates_nothing() {
+    crash_at_each_tiering_step(Setup::new).await;
+}
+
+/// The same on S3: a tierer that dies holds its lease until it expires, and
+/// the next round waits it out; its commit, if it landed, is found by the
+/// next round's position.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crash_at_any_tiering_step_on_s3_loses_and_duplicates_nothing() {
+    crash_at_each_tiering_step(Setup::on_s3).await;
+}
+
+async fn crash_at_each_tiering_step(new_setup: fn() -> Setup) {
     for table_kind in ["append", "primary-key"] {
         for point in [
             "tier-before-write",
@@ -272,8 +346,8 @@ async fn a_crash_at_any_tiering_step_loses_and_duplicates_nothing() {
             "tier-after-commit",
             "tier-before-trim",
         ] {
-            let setup = Setup::new();
-            let ctx = context(&setup.warehouse(), &setup.store()).await;
+            let setup = new_setup();
+            let ctx = context(&setup).await;
             let ddl = match table_kind {
                 "append" => {
                     "CREATE TABLE t (id BIGINT, v STRING) WITH ('lakestream.enabled' = 'true')"
@@ -306,7 +380,7 @@ async fn a_crash_at_any_tiering_step_loses_and_duplicates_nothing() {
             };
             assert!(!status.success(), "{point}: the tierer should have aborted");
 
-            let fresh = context(&setup.warehouse(), &setup.store()).await;
+            let fresh = context(&setup).await;
             let rt = ids(&fresh, "SELECT id FROM t$rt").await;
             check_inserts(&rt, &acked);
             assert_eq!(rt.len() as i64, 6 * ROWS_PER_INSERT, "{table_kind} {point}");
@@ -335,7 +409,7 @@ async fn a_crash_at_any_tiering_step_loses_and_duplicates_nothing() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_processes_and_many_tasks_write_concurrently() {
     let setup = Setup::new();
-    let ctx = Arc::new(context(&setup.warehouse(), &setup.store()).await);
+    let ctx = Arc::new(context(&setup).await);
     run(
         &ctx,
         "CREATE TABLE t (id BIGINT, v STRING) WITH ('lakestream.enabled' = 'true')",
@@ -409,7 +483,7 @@ fn segment_dir(store: &Path) -> PathBuf {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cut_short_or_changed_segment_is_an_error() {
     let setup = Setup::new();
-    let ctx = context(&setup.warehouse(), &setup.store()).await;
+    let ctx = context(&setup).await;
     run(
         &ctx,
         "CREATE TABLE t (id BIGINT, v STRING) WITH ('lakestream.enabled' = 'true')",
@@ -435,7 +509,7 @@ async fn a_cut_short_or_changed_segment_is_an_error() {
         // has not cached, as a restarted process would see it.
         let link = setup.dir.path().join(format!("store-again-{n}"));
         std::os::unix::fs::symlink(setup.store(), &link).expect("symlink");
-        let fresh = context(&setup.warehouse(), &link).await;
+        let fresh = disk_context(&setup, &link).await;
         let result = match fresh.sql("SELECT id FROM t$rt").await {
             Ok(df) => df.collect().await.map(|_| ()),
             Err(e) => Err(e),
@@ -454,7 +528,7 @@ async fn a_cut_short_or_changed_segment_is_an_error() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_new_process_writes_after_a_tiering_that_emptied_the_log() {
     let setup = Setup::new();
-    let ctx = context(&setup.warehouse(), &setup.store()).await;
+    let ctx = context(&setup).await;
     run(
         &ctx,
         "CREATE TABLE t (id BIGINT, v STRING) WITH ('lakestream.enabled' = 'true')",
@@ -479,7 +553,7 @@ async fn a_new_process_writes_after_a_tiering_that_emptied_the_log() {
     // A process that never saw the table's store before reads and tiers it.
     let link = setup.dir.path().join("store-again");
     std::os::unix::fs::symlink(setup.store(), &link).expect("symlink");
-    let fresh = context(&setup.warehouse(), &link).await;
+    let fresh = disk_context(&setup, &link).await;
     let all: BTreeSet<i64> = (0..2).collect();
     let found = ids(&fresh, "SELECT id FROM t$rt").await;
     assert_eq!(check_inserts(&found, &all), all);
@@ -502,7 +576,7 @@ async fn a_crash_while_compacting_loses_and_duplicates_nothing() {
         "compact-data-after-publish",
     ] {
         let setup = Setup::new();
-        let ctx = context(&setup.warehouse(), &setup.store()).await;
+        let ctx = context(&setup).await;
         // Manifests of a primary-key table; data files of an append table.
         let ddl = if point.starts_with("compact-manifest") {
             "CREATE TABLE t (id BIGINT NOT NULL, v STRING, PRIMARY KEY (id)) \
@@ -537,7 +611,7 @@ async fn a_crash_while_compacting_loses_and_duplicates_nothing() {
             child.wait().expect("tierer")
         };
         assert!(!status.success(), "{point}: the tierer should have aborted");
-        let fresh = context(&setup.warehouse(), &setup.store()).await;
+        let fresh = context(&setup).await;
         // The child died where it should: its tiering commit is in, and the
         // compacted snapshot is published only after the second point.
         let kinds = lines_of(&fresh, "SELECT commit_kind FROM t$snapshots").await;

@@ -75,3 +75,39 @@ async fn another_process_altering_dropping_and_creating_is_seen() {
         assert!(write.contains(table), "{write}");
     }
 }
+
+/// A database is remembered once seen, and each statement on it still
+/// checks the files: after another process drops it, reads, writes and
+/// `CREATE TABLE` in it fail, naming what is gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn another_process_dropping_the_database_is_seen() {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let ctx = on_request_context(&dir).await;
+    let (warehouse, store) = (dir.path().join("warehouse"), dir.path().join("store"));
+    crate::support::run(&ctx, "CREATE SCHEMA d").await;
+    crate::support::run(&ctx, "CREATE TABLE d.t (id INT)").await;
+    crate::support::run(&ctx, "INSERT INTO d.t VALUES (1)").await;
+    assert_eq!(sorted_rows(&ctx, "SELECT * FROM d.t").await, ["1"]);
+
+    in_another_process(&warehouse, &store, "DROP SCHEMA d CASCADE");
+    let read = try_sorted_rows(&ctx, "SELECT * FROM d.t")
+        .await
+        .unwrap_err();
+    assert!(read.contains("d.t") || read.contains("'t'"), "{read}");
+    let write = crate::support::try_run(&ctx, "INSERT INTO d.t VALUES (2)")
+        .await
+        .unwrap_err();
+    assert!(write.contains("d.t") || write.contains("'t'"), "{write}");
+    let create = crate::support::try_run(&ctx, "CREATE TABLE d.u (id INT)")
+        .await
+        .unwrap_err();
+    assert!(create.contains('d'), "{create}");
+
+    // Made again by the other process: used again here.
+    in_another_process(
+        &warehouse,
+        &store,
+        "CREATE SCHEMA d; CREATE TABLE d.t (name STRING); INSERT INTO d.t VALUES ('x')",
+    );
+    assert_eq!(sorted_rows(&ctx, "SELECT * FROM d.t").await, ["x"]);
+}
