@@ -110,6 +110,7 @@ type KillWhen = Box<dyn FnMut(usize, Duration) -> bool>;
 
 /// The child's side: runs when `LAKESTREAM_CHILD` is set, does nothing otherwise.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a child process: the test that spawns it runs it"]
 async fn child_process() {
     let Ok(role) = std::env::var("LAKESTREAM_CHILD") else {
         return;

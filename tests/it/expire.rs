@@ -434,6 +434,7 @@ async fn expiry_keeps_the_stores_tiered_position() {
 /// The child's side of the crash test: runs when `EXPIRE_CHILD` names a
 /// warehouse directory, does nothing otherwise.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a child process: the test that spawns it runs it"]
 async fn child_process() {
     let Ok(dir) = std::env::var("EXPIRE_CHILD") else {
         return;

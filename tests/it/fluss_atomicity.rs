@@ -22,6 +22,7 @@ const ROWS: i64 = 10_000_000;
 /// The child's side: runs one big `INSERT ... SELECT` when
 /// `LAKESTREAM_FLUSS_CHILD` names a table, does nothing otherwise.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a child process: the test that spawns it runs it"]
 async fn fluss_statement_child() {
     let Ok(table) = std::env::var("LAKESTREAM_FLUSS_CHILD") else {
         return;

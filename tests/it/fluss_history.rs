@@ -85,6 +85,7 @@ fn table_of(id: i64) -> &'static str {
 /// The writer's side: runs when `LAKESTREAM_FLUSS_WRITER` gives its first
 /// id; one context for its whole life, one id per statement, until killed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a child process: the test that spawns it runs it"]
 async fn fluss_history_writer() {
     let Ok(start) = std::env::var("LAKESTREAM_FLUSS_WRITER") else {
         return;

@@ -373,6 +373,7 @@ async fn run(ctx: &LakeStreamContext, sql: &str) -> Result<(), String> {
 
 /// The child's side: runs when `LAKESTREAM_HISTORY_CHILD` is set, does nothing otherwise.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a child process: the test that spawns it runs it"]
 async fn history_child() {
     let Ok(role) = std::env::var(ROLE_ENV) else {
         return;

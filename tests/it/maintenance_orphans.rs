@@ -135,6 +135,7 @@ fn insert_statement(n: i64) -> String {
 
 /// The child's side: a tierer of `t` that aborts at `LAKESTREAM_FAILPOINT`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a child process: the test that spawns it runs it"]
 async fn child_process() {
     let Ok(dir) = std::env::var("ORPHANS_CHILD") else {
         return;

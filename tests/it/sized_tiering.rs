@@ -232,6 +232,7 @@ async fn rows_of_another_process_count() {
 /// segment per row of `SIZED_CHILD_ROWS` into `t`, never tiering; does
 /// nothing unless run as the child.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a child process: the test that spawns it runs it"]
 async fn child_writer() {
     let Ok(rows) = std::env::var("SIZED_CHILD_ROWS") else {
         return;

@@ -79,12 +79,15 @@ impl StoreHarness for MemoryHarness {
 ///   warehouse, its store reachable, unreachable or silent, or a catalog that
 ///   names no store;
 /// - `TEST AFTER <ms> <statement>`: runs the statement that much later, in
-///   the background (for streaming reads);
+///   the background (for streaming reads); should it fail, the statement
+///   running then (or the next one) fails with its error;
 /// - `TEST SWITCH table_missing = on|off`: the memory store's switch.
 struct LakeStreamDb {
     ctx: Arc<LakeStreamContext>,
     warehouse: Arc<TestWarehouse>,
     harness: Option<Arc<dyn StoreHarness>>,
+    /// The error of a `TEST AFTER` statement that failed.
+    after_failed: Arc<tokio::sync::watch::Sender<Option<String>>>,
 }
 
 /// No statement of a suite may hang the test run.
@@ -120,6 +123,7 @@ impl LakeStreamDb {
                     .unwrap_or_default()
                     .to_string();
                 let ctx = Arc::clone(&self.ctx);
+                let failed = Arc::clone(&self.after_failed);
                 tokio::spawn(async move {
                     tokio::time::sleep(Duration::from_millis(delay)).await;
                     let result = match ctx.sql(&statement).await {
@@ -127,7 +131,9 @@ impl LakeStreamDb {
                         Err(e) => Err(e),
                     };
                     if let Err(e) = result {
-                        eprintln!("TEST AFTER {delay} failed: {statement}: {e}");
+                        failed.send_replace(Some(format!(
+                            "TEST AFTER {delay} {statement} failed: {e}"
+                        )));
                     }
                 });
             }
@@ -180,11 +186,22 @@ impl sqllogictest::AsyncDB for LakeStreamDb {
             return Ok(DBOutput::StatementComplete(0));
         }
         let sql = self.substitute(sql);
-        match tokio::time::timeout(STATEMENT_TIMEOUT, self.query(&sql)).await {
-            Ok(result) => result,
-            Err(_) => Err(DataFusionError::Execution(format!(
-                "statement did not finish within {STATEMENT_TIMEOUT:?}: {sql}"
-            ))),
+        let mut after_failed = self.after_failed.subscribe();
+        let failed =
+            |error: &Option<String>| DataFusionError::Execution(error.clone().unwrap_or_default());
+        if after_failed.borrow().is_some() {
+            return Err(failed(&after_failed.borrow()));
+        }
+        tokio::select! {
+            result = tokio::time::timeout(STATEMENT_TIMEOUT, self.query(&sql)) => match result {
+                Ok(result) => result,
+                Err(_) => Err(DataFusionError::Execution(format!(
+                    "statement did not finish within {STATEMENT_TIMEOUT:?}: {sql}"
+                ))),
+            },
+            error = after_failed.wait_for(Option::is_some) => {
+                Err(failed(&error.map(|e| e.clone()).unwrap_or_default()))
+            }
         }
     }
 
@@ -272,6 +289,7 @@ pub async fn run_file(file: &str, kind: CatalogKind, harness: Option<Arc<dyn Sto
             ctx: Arc::clone(&ctx),
             warehouse: Arc::clone(&db_warehouse),
             harness: db_harness.clone(),
+            after_failed: Arc::new(tokio::sync::watch::channel(None).0),
         };
         async move { Ok::<_, DataFusionError>(db) }
     });

@@ -274,11 +274,18 @@ pub async fn run(ctx: &LakeStreamContext, sql: &str) {
 /// A command that runs this test binary again with `test` (a full path such
 /// as `crash::child_process`) as its only test, output not captured. Its
 /// standard output is piped; the caller sets the environment that tells the
-/// child its role.
+/// child its role. Child tests are `#[ignore]`d, so a run of the suite lists
+/// them as ignored, never as passed; the child is run with `--ignored`.
 pub fn child_command(test: &str) -> Command {
     let mut command = Command::new(std::env::current_exe().expect("test binary"));
     command
-        .args(["--exact", test, "--nocapture", "--test-threads=1"])
+        .args([
+            "--exact",
+            test,
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
         .stdin(Stdio::null())
         .stdout(Stdio::piped());
     command

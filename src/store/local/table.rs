@@ -1511,10 +1511,12 @@ impl TableState {
         }
         let identifier = i64::try_from(seq)
             .map_err(|_| store_error(LOCAL, format!("position {seq} overflows a commit id")))?;
-        // On S3 no lock spans processes: the commit may create only the
-        // snapshot after `base`, the one `position` was read from, so a
-        // second tierer (or any commit in between) makes this one fail,
-        // never land twice (see object_storage::commit).
+        // On S3 the lease keeps tierers apart only while its holder keeps
+        // time (one paused past its expiry still commits), so the commit is
+        // fenced: it may create only the snapshot after `base`, the one
+        // `position` was read from, so a second tierer (or any commit in
+        // between) makes this one fail, never land twice (see
+        // object_storage::commit).
         let fenced;
         let builder = if crate::object_storage::is_s3(table.location()) {
             let latest = table.snapshot_manager().get_latest_snapshot_id().await?;
