@@ -15,6 +15,10 @@
 //!   error whose message contains `<text>`.
 //! - A block that cannot run here (placeholder paths, shell commands, output)
 //!   uses another fence: ```` ```text ````, ```` ```sh ````.
+//! - A statement shows what it returns with a comment after its `;`, on the
+//!   same line: `-- result: 1 a, 2 b` (rows separated by `, `, a row's
+//!   values by spaces, `NULL` for null), optionally followed by ` -- ` and a
+//!   note. The rows it returns must be those, in any order.
 //! - Streaming reads must end on their own (`LIMIT`); every statement has
 //!   [`STATEMENT_TIMEOUT`] to finish.
 //! - A file whose first line is `<!-- docs-test: <store> -->` is about another
@@ -25,6 +29,8 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use datafusion::arrow::array::RecordBatch;
+use datafusion::arrow::util::display::{ArrayFormatter, FormatOptions};
 use paimon_lakestream::cli::script::split_statements;
 use paimon_lakestream::LakeStreamContext;
 
@@ -33,6 +39,9 @@ const STATEMENT_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// The marker of a statement that must fail.
 const ERROR_MARKER: &str = "-- error:";
+
+/// The marker of the rows a statement returns, after its `;`.
+const RESULT_MARKER: &str = "-- result:";
 
 /// The store a markdown file's SQL is for, from its first line
 /// `<!-- docs-test: <store> -->`; `local` when it has none.
@@ -109,11 +118,44 @@ async fn context(warehouse: &Path) -> LakeStreamContext {
     ctx
 }
 
-async fn execute(ctx: &mut LakeStreamContext, sql: &str) -> Result<(), String> {
-    let run = async {
-        ctx.execute(sql).await?.collect().await?;
-        Ok::<_, datafusion::error::DataFusionError>(())
-    };
+/// The rows a statement is shown to return: from the rest of the line
+/// after its text, `; -- result: <rows>[ -- note]`; sorted.
+fn shown_result(rest_of_line: &str) -> Option<Vec<String>> {
+    let shown = rest_of_line
+        .trim_start()
+        .strip_prefix(';')?
+        .trim()
+        .strip_prefix(RESULT_MARKER)?;
+    let rows = shown.split(" -- ").next().unwrap_or_default().trim();
+    let mut rows: Vec<String> = rows.split(", ").map(|r| r.trim().to_string()).collect();
+    rows.sort();
+    Some(rows)
+}
+
+/// The rows of `batches` as the docs show them, sorted.
+fn shown_rows(batches: &[RecordBatch]) -> Vec<String> {
+    let options = FormatOptions::default().with_null("NULL");
+    let mut rows = Vec::new();
+    for batch in batches {
+        let formatters: Vec<ArrayFormatter> = batch
+            .columns()
+            .iter()
+            .map(|c| ArrayFormatter::try_new(c.as_ref(), &options).expect("formatter"))
+            .collect();
+        for row in 0..batch.num_rows() {
+            let values: Vec<String> = formatters
+                .iter()
+                .map(|f| f.value(row).to_string())
+                .collect();
+            rows.push(values.join(" "));
+        }
+    }
+    rows.sort();
+    rows
+}
+
+async fn execute(ctx: &mut LakeStreamContext, sql: &str) -> Result<Vec<RecordBatch>, String> {
+    let run = async { ctx.execute(sql).await?.collect().await };
     match tokio::time::timeout(STATEMENT_TIMEOUT, run).await {
         Ok(result) => result.map_err(|e| e.to_string()),
         Err(_) => Err(format!("did not finish within {STATEMENT_TIMEOUT:?}")),
@@ -124,7 +166,15 @@ async fn execute(ctx: &mut LakeStreamContext, sql: &str) -> Result<(), String> {
 /// block and the statement that did not do what the docs say.
 async fn run_blocks(ctx: &mut LakeStreamContext, file: &str, blocks: &[Block]) {
     for block in blocks {
+        // Where the last statement ended: each statement is found in the
+        // block after it, and what follows it on its line is read.
+        let mut cursor = 0;
         for statement in split_statements(&block.text) {
+            let shown = block.text[cursor..].find(&statement).and_then(|at| {
+                let end = cursor + at + statement.len();
+                cursor = end;
+                shown_result(block.text[end..].lines().next().unwrap_or_default())
+            });
             let result = execute(ctx, &statement).await;
             let place = || {
                 format!(
@@ -134,9 +184,19 @@ async fn run_blocks(ctx: &mut LakeStreamContext, file: &str, blocks: &[Block]) {
                 )
             };
             match (expected_error(&statement), result) {
-                (None, Ok(())) => {}
+                (None, Ok(batches)) => {
+                    if let Some(shown) = shown {
+                        let got = shown_rows(&batches);
+                        assert_eq!(
+                            got,
+                            shown,
+                            "{}returned other rows than the docs show",
+                            place()
+                        );
+                    }
+                }
                 (None, Err(e)) => panic!("{}failed: {e}", place()),
-                (Some(expected), Ok(())) => {
+                (Some(expected), Ok(_)) => {
                     panic!(
                         "{}succeeded, but is marked to fail with '{expected}'",
                         place()
@@ -213,21 +273,16 @@ fn markdown_files(dir: &Path, out: &mut Vec<PathBuf>) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sql_blocks_of_the_docs_run() {
-    let mut files = Vec::new();
-    markdown_files(
-        &PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("docs"),
-        &mut files,
-    );
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    // The README's blocks too (it has none today: its quickstart is
+    // `examples/quickstart.sql`, run below).
+    let mut files = vec![root.join("README.md")];
+    markdown_files(&root.join("docs"), &mut files);
     let mut blocks = 0;
     for file in &files {
         blocks += run_markdown(file).await;
     }
     assert!(blocks > 0, "no ```sql blocks found under docs/");
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sql_blocks_of_the_readme_run() {
-    run_markdown(&PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("README.md")).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -253,4 +308,29 @@ fn blocks_and_markers_are_found() {
     assert_eq!(doc_store("# Title\n<!-- docs-test: fluss -->"), "local");
     assert_eq!(doc_store("<!-- docs-test: fluss -->\n# Title"), "fluss");
     assert_eq!(doc_store(""), "local");
+    assert_eq!(
+        shown_result("; -- result: 2 b, 1 a -- a note").unwrap(),
+        ["1 a", "2 b"]
+    );
+    assert_eq!(shown_result(";-- result: 0").unwrap(), ["0"]);
+    assert_eq!(shown_result("; -- two rows"), None);
+    assert_eq!(shown_result(" -- result: 0"), None);
+}
+
+/// A shown result that is not what the statement returns fails the docs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[should_panic(expected = "returned other rows than the docs show")]
+async fn a_wrong_shown_result_fails() {
+    let text = "SELECT 1 AS a, 'x' AS b;   -- result: 1 y -- not what it returns\n".to_string();
+    run_blocks_locally("example.md", &[Block { line: 1, text }]).await;
+}
+
+/// Shown results are compared, whatever the statement before them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shown_results_are_compared() {
+    let text = "SELECT 1 AS a, 'x' AS b;   -- result: 1 x\n\
+                SELECT 1;\n\
+                SELECT * FROM (VALUES (2), (1)) AS v(n);   -- result: 1, 2 -- any order\n"
+        .to_string();
+    run_blocks_locally("example.md", &[Block { line: 1, text }]).await;
 }
