@@ -6,7 +6,7 @@
 //! after a panic or a kill). Tests use table names of their own.
 //!
 //! The end-to-end tiering test runs Fluss's own tiering service (a Flink job)
-//! on a cluster of its own (`LAKESTREAM_FLUSS_TIERING=0` skips it).
+//! on a cluster of its own (`LAKESTREAM_FLUSS_TIERING=0` at build time ignores it).
 
 use std::collections::HashMap;
 use std::net::TcpListener;
@@ -225,13 +225,11 @@ pub(crate) async fn child_context() -> LakeStreamContext {
     ctx
 }
 
-/// A cluster of its own with Fluss's tiering service for test `name`, or
-/// `None` when `LAKESTREAM_FLUSS_TIERING=0` skips tests that need it.
-pub(crate) async fn tiering_cluster(name: &str) -> Option<Cluster> {
-    if std::env::var("LAKESTREAM_FLUSS_TIERING").as_deref() == Ok("0") {
-        eprintln!("{name}: skipped (LAKESTREAM_FLUSS_TIERING=0)");
-        return None;
-    }
+/// A cluster of its own with Fluss's tiering service for test `name`. Tests
+/// that need it are ignored when built with `LAKESTREAM_FLUSS_TIERING=0`
+/// (see build.rs).
+pub(crate) async fn tiering_cluster(name: &str) -> Cluster {
+    assert_tiering_wanted();
     let dir = std::env::temp_dir().join(format!(
         "paimon-lakestream-fluss-{name}-{}",
         std::process::id()
@@ -240,7 +238,18 @@ pub(crate) async fn tiering_cluster(name: &str) -> Option<Cluster> {
         .await
         .expect("join")
         .unwrap_or_else(|e| panic!("no Fluss cluster for the tiering test: {e}"));
-    Some(cluster)
+    cluster
+}
+
+/// A test that needs Fluss's tiering service runs only when it is wanted:
+/// a binary built without `LAKESTREAM_FLUSS_TIERING=0` but run with it fails
+/// rather than passes (cargo rebuilds when the variable changes).
+pub(crate) fn assert_tiering_wanted() {
+    assert!(
+        std::env::var("LAKESTREAM_FLUSS_TIERING").as_deref() != Ok("0"),
+        "LAKESTREAM_FLUSS_TIERING=0, but this test binary was built without it: \
+         run it through cargo, which rebuilds it and ignores the tiering tests"
+    );
 }
 
 /// A closed loopback port: connecting to it is refused at once.
@@ -674,12 +683,14 @@ pub(crate) async fn eventually(
 
 /// Fluss's own tiering service (a Flink job) moves the store's rows into the
 /// Paimon tables. It runs on a cluster of its own, so no other test sees
-/// tiering; `LAKESTREAM_FLUSS_TIERING=0` skips it.
+/// tiering; `LAKESTREAM_FLUSS_TIERING=0` at build time ignores it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    fluss_tiering_off,
+    ignore = "LAKESTREAM_FLUSS_TIERING=0: Fluss's tiering service is not started"
+)]
 async fn tiering_end_to_end() {
-    let Some(cluster) = tiering_cluster("tiering").await else {
-        return;
-    };
+    let cluster = tiering_cluster("tiering").await;
     let harness = FlussHarness::on(&cluster).with("fluss.table.datalake.freshness", "2s");
     let (_w, ctx) = open(&harness, StoreCondition::Reachable).await;
 

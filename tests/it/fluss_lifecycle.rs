@@ -3,7 +3,7 @@
 //! mode is off, and what errors say when part of the cluster is down.
 //!
 //! The tests that need Fluss's tiering service share one cluster of their
-//! own with the service running (`LAKESTREAM_FLUSS_TIERING=0` skips them);
+//! own with the service running (`LAKESTREAM_FLUSS_TIERING=0` at build time ignores them);
 //! the test that stops servers has a cluster of its own too.
 
 use std::path::{Path, PathBuf};
@@ -46,13 +46,11 @@ async fn any_cluster() -> &'static Cluster {
         .expect("cluster start")
 }
 
-/// The cluster, for tests that need Fluss's tiering service.
-async fn tiering() -> Option<&'static Cluster> {
-    if !tiering_enabled() {
-        eprintln!("skipped: LAKESTREAM_FLUSS_TIERING=0");
-        return None;
-    }
-    Some(any_cluster().await)
+/// The cluster, for tests that need Fluss's tiering service (ignored when
+/// built with `LAKESTREAM_FLUSS_TIERING=0`: see build.rs).
+async fn tiering() -> &'static Cluster {
+    crate::fluss::assert_tiering_wanted();
+    any_cluster().await
 }
 
 const PATIENCE: Duration = Duration::from_secs(180);
@@ -106,10 +104,12 @@ async fn fluss_table_exists(cluster: &Cluster, table: &str) -> bool {
 /// has not written into Paimon yet is refused, with how many there are and
 /// how to wait for them; the mode stays on and nothing is lost.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    fluss_tiering_off,
+    ignore = "LAKESTREAM_FLUSS_TIERING=0: Fluss's tiering service is not started"
+)]
 async fn turning_off_with_untiered_rows_is_refused_with_a_count() {
-    let Some(cluster) = tiering().await else {
-        return;
-    };
+    let cluster = tiering().await;
     // Fluss tiers these tables only every hour: their rows stay un-tiered.
     let harness = FlussHarness::on(cluster).with("fluss.table.datalake.freshness", "1h");
     let (_w, ctx) = open(&harness, StoreCondition::Reachable).await;
@@ -153,10 +153,12 @@ async fn turning_off_with_untiered_rows_is_refused_with_a_count() {
 /// that planned before the change) never land over later writes to Paimon.
 /// Turning the mode on again starts it again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    fluss_tiering_off,
+    ignore = "LAKESTREAM_FLUSS_TIERING=0: Fluss's tiering service is not started"
+)]
 async fn turning_off_stops_fluss_tiering_the_table() {
-    let Some(cluster) = tiering().await else {
-        return;
-    };
+    let cluster = tiering().await;
     let harness = FlussHarness::on(cluster).with("fluss.table.datalake.freshness", "2s");
     let (_w, ctx) = open(&harness, StoreCondition::Reachable).await;
     run(
@@ -216,10 +218,12 @@ async fn fluss_upsert(cluster: &Cluster, table: &str, k: i32, v: &str) {
 /// again over them is refused, with how many wait and the ways out, and the
 /// newer row stays.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    fluss_tiering_off,
+    ignore = "LAKESTREAM_FLUSS_TIERING=0: Fluss's tiering service is not started"
+)]
 async fn turning_on_over_rows_fluss_got_after_off_is_refused_once_paimon_has_newer_rows() {
-    let Some(cluster) = tiering().await else {
-        return;
-    };
+    let cluster = tiering().await;
     let harness = FlussHarness::on(cluster).with("fluss.table.datalake.freshness", "2s");
     let (_w, ctx) = open(&harness, StoreCondition::Reachable).await;
     run(
@@ -315,10 +319,12 @@ async fn turning_off_while_fluss_is_unreachable_says_what_to_do() {
 /// the Fluss table too, so a table created again under the name never
 /// shows the old rows, and Fluss's tiering never writes into it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    fluss_tiering_off,
+    ignore = "LAKESTREAM_FLUSS_TIERING=0: Fluss's tiering service is not started"
+)]
 async fn dropping_a_table_whose_mode_is_off_drops_its_fluss_table() {
-    let Some(cluster) = tiering().await else {
-        return;
-    };
+    let cluster = tiering().await;
     let harness = FlussHarness::on(cluster).with("fluss.table.datalake.freshness", "2s");
     let (_w, ctx) = open(&harness, StoreCondition::Reachable).await;
     let create = "CREATE TABLE fl_drop (k INT NOT NULL, v STRING, PRIMARY KEY (k)) \

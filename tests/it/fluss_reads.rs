@@ -179,10 +179,12 @@ async fn two_processes_deleting_one_row_leave_records() {
 /// held) reaches Paimon through tiering. Tiering keeps running after deletes
 /// and inserts while it tiers (item 8).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    fluss_tiering_off,
+    ignore = "LAKESTREAM_FLUSS_TIERING=0: Fluss's tiering service is not started"
+)]
 async fn rows_loaded_while_off_are_read_and_deleted() {
-    let Some(cluster) = tiering_cluster("reads").await else {
-        return;
-    };
+    let cluster = tiering_cluster("reads").await;
     let harness = FlussHarness::on(&cluster).with("fluss.table.datalake.freshness", "2s");
     let (_w, ctx) = open(&harness, StoreCondition::Reachable).await;
     let patience = Duration::from_secs(180);
