@@ -124,8 +124,8 @@ impl TableCache {
             );
     }
 
-    /// Drops what is known of `identifier` (this process changed it).
-    pub(crate) fn forget(&self, identifier: &Identifier) {
+    /// Drops the handle of `identifier`, which failed its check.
+    fn forget(&self, identifier: &Identifier) {
         self.tables
             .lock()
             .unwrap_or_else(|e| e.into_inner())

@@ -30,7 +30,6 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use datafusion::arrow::array::RecordBatch;
-use datafusion::arrow::util::display::{ArrayFormatter, FormatOptions};
 use paimon_lakestream::cli::script::split_statements;
 use paimon_lakestream::LakeStreamContext;
 
@@ -132,28 +131,6 @@ fn shown_result(rest_of_line: &str) -> Option<Vec<String>> {
     Some(rows)
 }
 
-/// The rows of `batches` as the docs show them, sorted.
-fn shown_rows(batches: &[RecordBatch]) -> Vec<String> {
-    let options = FormatOptions::default().with_null("NULL");
-    let mut rows = Vec::new();
-    for batch in batches {
-        let formatters: Vec<ArrayFormatter> = batch
-            .columns()
-            .iter()
-            .map(|c| ArrayFormatter::try_new(c.as_ref(), &options).expect("formatter"))
-            .collect();
-        for row in 0..batch.num_rows() {
-            let values: Vec<String> = formatters
-                .iter()
-                .map(|f| f.value(row).to_string())
-                .collect();
-            rows.push(values.join(" "));
-        }
-    }
-    rows.sort();
-    rows
-}
-
 async fn execute(ctx: &mut LakeStreamContext, sql: &str) -> Result<Vec<RecordBatch>, String> {
     let run = async { ctx.execute(sql).await?.collect().await };
     match tokio::time::timeout(STATEMENT_TIMEOUT, run).await {
@@ -186,7 +163,7 @@ async fn run_blocks(ctx: &mut LakeStreamContext, file: &str, blocks: &[Block]) {
             match (expected_error(&statement), result) {
                 (None, Ok(batches)) => {
                     if let Some(shown) = shown {
-                        let got = shown_rows(&batches);
+                        let got = crate::independent::render_with(&batches, " ");
                         assert_eq!(
                             got,
                             shown,

@@ -104,6 +104,12 @@ pub(crate) fn pypaimon_rows_at(
 /// The rows of a result rendered the way `scripts/pypaimon_read.py` renders
 /// them, sorted.
 pub(crate) fn render(batches: &[RecordBatch]) -> Vec<String> {
+    render_with(batches, "|")
+}
+
+/// The rows of a result, each its values (`NULL` for null) joined by
+/// `separator`, sorted.
+pub(crate) fn render_with(batches: &[RecordBatch], separator: &str) -> Vec<String> {
     let options = FormatOptions::default().with_null("NULL");
     let mut out = Vec::new();
     for batch in batches {
@@ -124,7 +130,7 @@ pub(crate) fn render(batches: &[RecordBatch]) -> Vec<String> {
                     }
                 })
                 .collect();
-            out.push(cells.join("|"));
+            out.push(cells.join(separator));
         }
     }
     out.sort();

@@ -248,19 +248,19 @@ impl LocalOptions {
                     invalid(TIER_MAX_ROWS, format!("'{text}' is not a positive number"))
                 })?,
         };
-        let log_retention = match options.get(LOG_RETENTION) {
-            None => DEFAULT_LOG_RETENTION,
-            Some(text) => {
-                let retention = parse_duration(text).map_err(|r| invalid(LOG_RETENTION, r))?;
-                if retention < MIN_LOG_RETENTION {
-                    return Err(invalid(
-                        LOG_RETENTION,
-                        format!("must be at least {MIN_LOG_RETENTION:?}"),
-                    ));
-                }
-                retention
+        // A duration of at least `min`, `default` when not given.
+        let duration_at_least = |key: &str, default: Duration, min: Duration| {
+            let Some(text) = options.get(key) else {
+                return Ok(default);
+            };
+            let duration = parse_duration(text).map_err(|r| invalid(key, r))?;
+            if duration < min {
+                return Err(invalid(key, format!("must be at least {min:?}")));
             }
+            Ok(duration)
         };
+        let log_retention =
+            duration_at_least(LOG_RETENTION, DEFAULT_LOG_RETENTION, MIN_LOG_RETENTION)?;
         let segment_size = match options.get(SEGMENT_SIZE) {
             None => DEFAULT_SEGMENT_SIZE,
             Some(text) => {
@@ -271,19 +271,7 @@ impl LocalOptions {
                 size
             }
         };
-        let lease_ttl = match options.get(LEASE_TTL) {
-            None => DEFAULT_LEASE_TTL,
-            Some(text) => {
-                let ttl = parse_duration(text).map_err(|r| invalid(LEASE_TTL, r))?;
-                if ttl < MIN_LEASE_TTL {
-                    return Err(invalid(
-                        LEASE_TTL,
-                        format!("must be at least {MIN_LEASE_TTL:?}"),
-                    ));
-                }
-                ttl
-            }
-        };
+        let lease_ttl = duration_at_least(LEASE_TTL, DEFAULT_LEASE_TTL, MIN_LEASE_TTL)?;
         Ok(Self {
             path,
             tier_interval,
