@@ -22,7 +22,7 @@ use paimon::table::Table;
 use crate::error::{Error, Result};
 use crate::merge::MergeSpec;
 use crate::options::{self, CatalogStoreOptions};
-use crate::store::{LazyStore, StoreBinding, StoreContext, StoreRegistry, TierReport};
+use crate::store::{LazyStore, StoreBinding, StoreRegistry, TierReport};
 
 /// A Paimon catalog in lake-stream mode.
 pub struct LakeStreamCatalog {
@@ -63,18 +63,12 @@ impl LakeStreamCatalog {
         let filesystem = catalog_options
             .get("metastore")
             .is_none_or(|m| m.eq_ignore_ascii_case("filesystem"));
-        let store = store_options.store().map(|identifier| {
-            Arc::new(LazyStore::new(
-                identifier.to_string(),
-                registry,
-                StoreContext {
-                    options: store_options.store_options().clone(),
-                    catalog_options,
-                    catalog: Arc::clone(&inner),
-                },
-                store_options.timeout(),
-            ))
-        });
+        let store = LazyStore::for_catalog(
+            &store_options,
+            registry,
+            catalog_options,
+            Arc::clone(&inner),
+        );
         Self {
             name: name.to_string(),
             inner,
@@ -377,7 +371,7 @@ impl LakeStreamCatalog {
                 s.drop_with_catalog(identifier, drop_in_catalog).await
             })
             .await
-            .map_err(Error::into_paimon)
+            .map_err(paimon::Error::from)
     }
 
     /// `DROP DATABASE ... CASCADE`: first drops every table of `database`
@@ -681,12 +675,7 @@ impl LakeStreamCatalog {
         }
         let hidden = self.store.hidden_columns();
         let fields = table.schema().fields();
-        let kept = fields.len()
-            - fields
-                .iter()
-                .rev()
-                .take_while(|f| hidden.iter().any(|h| h == f.name()))
-                .count();
+        let kept = crate::store::own_fields(fields, &hidden).len();
         if kept == fields.len() {
             return Ok(table);
         }
@@ -1011,9 +1000,7 @@ impl Catalog for LakeStreamCatalog {
         cascade: bool,
     ) -> paimon::Result<()> {
         if cascade {
-            Box::pin(self.drop_tables_of(name))
-                .await
-                .map_err(Error::into_paimon)?;
+            Box::pin(self.drop_tables_of(name)).await?;
         }
         self.tables.forget_database(name);
         self.inner
@@ -1061,8 +1048,7 @@ impl Catalog for LakeStreamCatalog {
         ignore_if_exists: bool,
     ) -> paimon::Result<()> {
         for (key, value) in creation.options() {
-            options::check_table_option(&identifier.full_name(), key, value)
-                .map_err(Error::into_paimon)?;
+            options::check_table_option(&identifier.full_name(), key, value)?;
         }
         if !options::is_enabled(creation.options()) {
             return self
@@ -1072,7 +1058,7 @@ impl Catalog for LakeStreamCatalog {
         }
         self.create_lakestream_table(identifier, creation, ignore_if_exists)
             .await
-            .map_err(Error::into_paimon)
+            .map_err(paimon::Error::from)
     }
 
     async fn drop_table(
@@ -1081,10 +1067,7 @@ impl Catalog for LakeStreamCatalog {
         ignore_if_not_exists: bool,
     ) -> paimon::Result<()> {
         let operation = format!("DROP TABLE '{}'", identifier.full_name());
-        let plan = self
-            .drop_plan(identifier, &operation)
-            .await
-            .map_err(Error::into_paimon)?;
+        let plan = self.drop_plan(identifier, &operation).await?;
         self.drop_as_planned(identifier, ignore_if_not_exists, plan)
             .await
     }
@@ -1099,7 +1082,7 @@ impl Catalog for LakeStreamCatalog {
             return Err(Error::RenameLakeStreamTable {
                 table: from.full_name(),
             }
-            .into_paimon());
+            .into());
         }
         self.inner
             .rename_table(from, to, ignore_if_not_exists)
@@ -1117,12 +1100,11 @@ impl Catalog for LakeStreamCatalog {
                 SchemaChange::SetOption { key, .. } | SchemaChange::RemoveOption { key }
                     if key == options::STORE_BINDING)
         }) {
-            return Err(binding_not_settable().into_paimon());
+            return Err(binding_not_settable().into());
         }
         for change in &changes {
             if let SchemaChange::SetOption { key, value } = change {
-                options::check_table_option(&identifier.full_name(), key, value)
-                    .map_err(Error::into_paimon)?;
+                options::check_table_option(&identifier.full_name(), key, value)?;
             }
         }
         let mut changes = changes;
@@ -1130,22 +1112,20 @@ impl Catalog for LakeStreamCatalog {
         // Lake-stream before or after the statement: the column guard applies.
         let lakestream_before = self.lakestream_table(identifier).await?;
         if enabled_after == Some(true) || lakestream_before.is_some() {
-            check_schema_changes(identifier, &changes).map_err(Error::into_paimon)?;
+            check_schema_changes(identifier, &changes)?;
         }
         // While the mode is on, merge settings stay ones the union read
         // reproduces, and do not change at all.
         if let Some(table) = &lakestream_before {
             if enabled_after.is_none() {
-                check_option_changes(table, &changes, &self.store).map_err(Error::into_paimon)?;
+                check_option_changes(table, &changes, &self.store)?;
             }
-            check_merge_option_changes(table, &changes).map_err(Error::into_paimon)?;
+            check_merge_option_changes(table, &changes)?;
         }
         match enabled_after {
             Some(true) => {
                 // Boxed, as below: their futures are big for a caller's stack.
-                let binding = Box::pin(self.enable(identifier, &changes))
-                    .await
-                    .map_err(Error::into_paimon)?;
+                let binding = Box::pin(self.enable(identifier, &changes)).await?;
                 if let Some(binding) = binding {
                     changes.push(SchemaChange::SetOption {
                         key: options::STORE_BINDING.to_string(),
@@ -1154,9 +1134,7 @@ impl Catalog for LakeStreamCatalog {
                 }
             }
             Some(false) => {
-                let stopped = Box::pin(self.disable(identifier))
-                    .await
-                    .map_err(Error::into_paimon)?;
+                let stopped = Box::pin(self.disable(identifier)).await?;
                 let altered = self
                     .inner
                     .alter_table(identifier, changes, ignore_if_not_exists)

@@ -9,13 +9,11 @@ use datafusion::arrow::datatypes::{DataType, Field, Schema};
 use datafusion::error::Result as DFResult;
 use datafusion::prelude::{DataFrame, SessionContext};
 use paimon::catalog::Catalog;
-use paimon::{CatalogFactory, Options};
 use paimon_datafusion::SQLContext;
 
 use crate::catalog::LakeStreamCatalog;
 use crate::error::{self, Error};
 use crate::extension::LakeStreamExtension;
-use crate::options::CatalogStoreOptions;
 use crate::planner::statement::{create_catalog, is_show_catalogs, Route, StatementFilter};
 use crate::store::StoreRegistry;
 
@@ -91,11 +89,7 @@ impl LakeStreamContext {
         name: &str,
         options: HashMap<String, String>,
     ) -> DFResult<()> {
-        // Checked before the catalog is created: a bad option touches nothing.
-        CatalogStoreOptions::from_catalog_options(&options)?;
-        let catalog = CatalogFactory::create(Options::from_map(options.clone()))
-            .await
-            .map_err(Error::from)?;
+        let catalog = crate::extension::create_paimon_catalog(&options).await?;
         self.register_paimon_catalog(name, catalog, options).await
     }
 

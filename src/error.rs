@@ -555,24 +555,86 @@ pub enum NameError {
     },
 }
 
-impl Error {
-    /// Whether the user can fix this by changing the statement or the options:
-    /// such errors are DataFusion plan errors.
-    fn is_user_error(&self) -> bool {
-        !matches!(
+/// What kind of failure an [`Error`] is. It decides how the error crosses
+/// the DataFusion boundary: the first three are the user's to fix by changing
+/// the statement, the options or the table (DataFusion plan errors); the
+/// others are not (external or internal errors), and never say "during
+/// planning".
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ErrorKind {
+    /// The statement, a name or an option is written wrong.
+    UserInput,
+    /// What was asked is not supported for this table, store or mode.
+    NotSupported,
+    /// The table's state refuses the statement until the user acts (turns
+    /// the mode off, tiers first, uses the catalog of the table's store).
+    Conflict,
+    /// A store, a file system or a service could not do what was asked, or
+    /// did not answer; trying again may work, and the message says whether
+    /// a write happened.
+    Unavailable,
+    /// Stored bytes or state do not verify.
+    Corrupt,
+    /// A broken invariant of this crate: a bug.
+    Internal,
+}
+
+impl ErrorKind {
+    /// Whether the user fixes the error by changing the statement, the
+    /// options or the table: such errors are DataFusion plan errors.
+    pub fn is_users_to_fix(self) -> bool {
+        matches!(
             self,
-            Error::Paimon(_)
-                | Error::DataFusion(_)
-                | Error::StoreFailed { .. }
-                | Error::Internal(_)
-                | Error::MaintenanceFailed { .. }
-                | Error::SegmentDamaged { .. }
-                | Error::TieredPositionUnknown { .. }
-                | Error::StreamBehind { .. }
-                | Error::DroppedDuringRead { .. }
-                | Error::WriteNotApplied { .. }
-                | Error::WriteOutcomeUnknown { .. }
+            ErrorKind::UserInput | ErrorKind::NotSupported | ErrorKind::Conflict
         )
+    }
+}
+
+impl Error {
+    /// The kind of this error. The match names every variant, so a new one
+    /// cannot be added without choosing its kind.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            Error::InvalidOption { .. }
+            | Error::SessionRouting { .. }
+            | Error::Name(_)
+            | Error::CannotEnable { .. }
+            | Error::RealtimeOfMissingTable { .. }
+            | Error::NotLakeStream { .. }
+            | Error::RealtimeTimeTravel { .. }
+            | Error::RealtimeReadOnly { .. }
+            | Error::NoStore { .. }
+            | Error::UnknownStore { .. }
+            | Error::RealtimeOptions { .. }
+            | Error::InvalidStatement { .. } => ErrorKind::UserInput,
+            Error::RenameLakeStreamTable { .. }
+            | Error::ReplaceLakeStreamTable { .. }
+            | Error::MergeNotSupported { .. }
+            | Error::WriteNotSupported { .. }
+            | Error::TieringElsewhere { .. } => ErrorKind::NotSupported,
+            Error::OptionChangeRefused { .. }
+            | Error::TierNotLakeStream { .. }
+            | Error::StoreTableMissing { .. }
+            | Error::StoreTableStale { .. }
+            | Error::TieredPositionUnknown { .. }
+            | Error::StrandedRows { .. }
+            | Error::DropUnreachable { .. }
+            | Error::StoreBindingMismatch { .. }
+            | Error::UntieredRows { .. } => ErrorKind::Conflict,
+            Error::StoreUnavailable { .. }
+            | Error::StoreTimeout { .. }
+            | Error::StoreFailed { .. }
+            | Error::StreamBehind { .. }
+            | Error::DroppedDuringRead { .. }
+            | Error::WriteNotApplied { .. }
+            | Error::WriteOutcomeUnknown { .. }
+            | Error::MaintenanceFailed { .. } => ErrorKind::Unavailable,
+            Error::SegmentDamaged { .. } => ErrorKind::Corrupt,
+            Error::Internal(_) => ErrorKind::Internal,
+            Error::Paimon(e) => paimon_kind(e),
+            Error::DataFusion(e) => datafusion_kind(e),
+        }
     }
 
     /// A copy of this error for each writer of a group commit: the typed
@@ -601,11 +663,14 @@ impl Error {
             },
         }
     }
+}
 
-    /// Wraps this error as a [`paimon::Error`] for the `paimon::Catalog`
-    /// decorator, keeping it as the source so the boundary can recover it.
-    pub(crate) fn into_paimon(self) -> paimon::Error {
-        match self {
+/// The paimon boundary: the `paimon::Catalog` decorator returns our errors as
+/// [`paimon::Error`]s that keep them as their source, so the DataFusion
+/// boundary ([`surface`]) can recover them.
+impl From<Error> for paimon::Error {
+    fn from(error: Error) -> Self {
+        match error {
             Error::Paimon(e) => e,
             other => paimon::Error::DataInvalid {
                 message: other.to_string(),
@@ -615,27 +680,83 @@ impl Error {
     }
 }
 
-impl Error {
-    /// As a [`DataFusionError`]: plan errors for what the user can fix.
-    pub(crate) fn into_datafusion(self) -> DataFusionError {
-        self.into()
-    }
-}
-
+/// The DataFusion boundary: plan errors for what the user fixes, external
+/// errors for the rest, internal errors for bugs.
 impl From<Error> for DataFusionError {
     fn from(error: Error) -> Self {
         match error {
             Error::DataFusion(e) => e,
             Error::Paimon(e) => paimon_datafusion::to_datafusion_error(e),
-            e @ (Error::StoreFailed { .. }
-            | Error::SegmentDamaged { .. }
-            | Error::StreamBehind { .. }
-            | Error::DroppedDuringRead { .. }
-            | Error::WriteNotApplied { .. }
-            | Error::WriteOutcomeUnknown { .. }) => DataFusionError::External(Box::new(e)),
             Error::Internal(message) => DataFusionError::Internal(message),
-            user => DataFusionError::Plan(user.to_string()),
+            e if e.kind().is_users_to_fix() => DataFusionError::Plan(e.to_string()),
+            e => DataFusionError::External(Box::new(e)),
         }
+    }
+}
+
+impl Error {
+    /// As a [`DataFusionError`] (see its `From`).
+    pub(crate) fn into_datafusion(self) -> DataFusionError {
+        self.into()
+    }
+}
+
+/// The kind of a paimon error: what names a missing or existing object, or
+/// a bad option, is the user's; the rest is the file system's or the catalog's.
+fn paimon_kind(error: &paimon::Error) -> ErrorKind {
+    use paimon::Error as P;
+    match error {
+        P::DatabaseAlreadyExist { .. }
+        | P::DatabaseNotExist { .. }
+        | P::DatabaseNotEmpty { .. }
+        | P::TableAlreadyExist { .. }
+        | P::TableNotExist { .. }
+        | P::SnapshotNotExist { .. }
+        | P::TagAlreadyExist { .. }
+        | P::TagNotExist { .. }
+        | P::ViewAlreadyExist { .. }
+        | P::ViewNotExist { .. }
+        | P::FunctionNotExist { .. }
+        | P::FunctionAlreadyExist { .. }
+        | P::ColumnAlreadyExist { .. }
+        | P::ColumnNotExist { .. }
+        | P::IdentifierInvalid { .. }
+        | P::ConfigInvalid { .. } => ErrorKind::UserInput,
+        P::Unsupported { .. } | P::IoUnsupported { .. } => ErrorKind::NotSupported,
+        P::DataInvalid { source, .. } => source
+            .as_deref()
+            .and_then(wrapped_kind)
+            .unwrap_or(ErrorKind::Corrupt),
+        P::FileIndexFormatInvalid { .. } | P::ParquetDataUnexpected { .. } => ErrorKind::Corrupt,
+        _ => ErrorKind::Unavailable,
+    }
+}
+
+/// The kind of a DataFusion error.
+fn datafusion_kind(error: &DataFusionError) -> ErrorKind {
+    match error {
+        DataFusionError::Plan(_)
+        | DataFusionError::SQL(..)
+        | DataFusionError::SchemaError(..)
+        | DataFusionError::Configuration(_) => ErrorKind::UserInput,
+        DataFusionError::NotImplemented(_) => ErrorKind::NotSupported,
+        DataFusionError::Internal(_) => ErrorKind::Internal,
+        DataFusionError::Context(_, inner) => datafusion_kind(inner),
+        DataFusionError::External(inner) => {
+            wrapped_kind(inner.as_ref()).unwrap_or(ErrorKind::Unavailable)
+        }
+        _ => ErrorKind::Unavailable,
+    }
+}
+
+/// The kind of an error of ours, paimon's or DataFusion's carried as a source.
+fn wrapped_kind(error: &(dyn std::error::Error + Send + Sync + 'static)) -> Option<ErrorKind> {
+    if let Some(ours) = error.downcast_ref::<Error>() {
+        Some(ours.kind())
+    } else if let Some(paimon) = error.downcast_ref::<paimon::Error>() {
+        Some(paimon_kind(paimon))
+    } else {
+        error.downcast_ref::<DataFusionError>().map(datafusion_kind)
     }
 }
 
@@ -643,7 +764,7 @@ impl From<Error> for DataFusionError {
 /// DataFusion (as an `External` source) comes back as the plan error it is.
 pub fn surface(error: DataFusionError) -> DataFusionError {
     match find_ours(&error) {
-        Some(ours) if ours.is_user_error() => DataFusionError::Plan(ours.to_string()),
+        Some(ours) if ours.kind().is_users_to_fix() => DataFusionError::Plan(ours.to_string()),
         _ => error,
     }
 }
@@ -673,12 +794,62 @@ mod tests {
             table: "db.t".to_string(),
         };
         let text = ours.to_string();
-        let wrapped = paimon_datafusion::to_datafusion_error(ours.into_paimon());
+        let wrapped = paimon_datafusion::to_datafusion_error(paimon::Error::from(ours));
         assert!(matches!(wrapped, DataFusionError::External(_)));
         match surface(wrapped) {
             DataFusionError::Plan(message) => assert_eq!(message, text),
             other => panic!("expected a plan error, got {other:?}"),
         }
+    }
+
+    #[test]
+    fn what_the_user_cannot_fix_never_says_during_planning() {
+        let timeout = Error::StoreTimeout {
+            store: "local".to_string(),
+            operation: "write rows".to_string(),
+            timeout: std::time::Duration::from_millis(1),
+        };
+        assert_eq!(timeout.kind(), ErrorKind::Unavailable);
+        let text = DataFusionError::from(timeout).to_string();
+        assert!(!text.contains("during planning"), "{text}");
+        let refused = Error::RealtimeReadOnly {
+            name: "t$rt".to_string(),
+            table: "t".to_string(),
+        };
+        assert!(matches!(
+            DataFusionError::from(refused),
+            DataFusionError::Plan(_)
+        ));
+        let bug = Error::Internal("x".to_string());
+        assert!(matches!(
+            DataFusionError::from(bug),
+            DataFusionError::Internal(_)
+        ));
+    }
+
+    #[test]
+    fn an_error_of_ours_keeps_its_kind_through_paimon_and_datafusion() {
+        let ours = Error::StrandedRows {
+            table: "db.t".to_string(),
+            rows: 1,
+            since: "snapshot 2".to_string(),
+            tier_command: "tier".to_string(),
+            dir: "d".to_string(),
+        };
+        let through_paimon = Error::Paimon(paimon::Error::from(ours));
+        assert_eq!(through_paimon.kind(), ErrorKind::Conflict);
+        let damaged = paimon::Error::from(Error::SegmentDamaged {
+            table: "db.t".to_string(),
+            file: "f".to_string(),
+            position: 1,
+            reason: "crc".to_string(),
+            held: "1 row".to_string(),
+        });
+        let through_datafusion = paimon_datafusion::to_datafusion_error(damaged);
+        assert_eq!(
+            Error::DataFusion(through_datafusion).kind(),
+            ErrorKind::Corrupt
+        );
     }
 
     #[test]

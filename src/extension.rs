@@ -147,14 +147,14 @@ impl LakeStreamExtension {
         name: &str,
         options: HashMap<String, String>,
     ) -> DFResult<Arc<LakeStreamCatalog>> {
-        let paimon = CatalogFactory::create(Options::from_map(options.clone()))
-            .await
-            .map_err(Error::from)?;
-        if let Err(paimon::Error::DatabaseNotExist { .. }) = paimon.get_database("default").await {
-            paimon
+        let paimon = create_paimon_catalog(&options).await?;
+        match paimon.get_database("default").await {
+            Ok(_) => {}
+            Err(paimon::Error::DatabaseNotExist { .. }) => paimon
                 .create_database("default", true, HashMap::new())
                 .await
-                .map_err(Error::from)?;
+                .map_err(Error::from)?,
+            Err(e) => return Err(Error::from(e).into()),
         }
         let catalog = self.lakestream_catalog(name, paimon, options)?;
         let weak = ctx.state_weak_ref();
@@ -172,4 +172,16 @@ impl LakeStreamExtension {
         );
         Ok(catalog)
     }
+}
+
+/// The Paimon catalog that `options` (`warehouse`, `metastore`, `uri`, ...)
+/// describe, for both `register_catalog`s. The lake-stream options among them
+/// are checked first: a bad one touches nothing, not even the warehouse.
+pub(crate) async fn create_paimon_catalog(
+    options: &HashMap<String, String>,
+) -> DFResult<Arc<dyn Catalog>> {
+    CatalogStoreOptions::from_catalog_options(options)?;
+    Ok(CatalogFactory::create(Options::from_map(options.clone()))
+        .await
+        .map_err(Error::from)?)
 }

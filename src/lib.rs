@@ -4,6 +4,7 @@
 //! pluggable store takes its writes and serves its newest rows: `t` reads
 //! Paimon snapshots, `t$rt` reads the store. See `docs/concepts/lake-stream.md`.
 
+mod batch;
 pub mod catalog;
 pub mod cli;
 mod context;
@@ -24,6 +25,6 @@ mod table_cache;
 
 pub use catalog::LakeStreamCatalog;
 pub use context::LakeStreamContext;
-pub use error::{Error, NameError, Result};
+pub use error::{Error, ErrorKind, NameError, Result};
 pub use extension::LakeStreamExtension;
 pub use planner::config::LakeStreamConfig;

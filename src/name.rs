@@ -83,11 +83,6 @@ pub fn parse(object: &str) -> Result<RelationName<'_>, NameError> {
     }
 }
 
-/// The name `t$rt` for table `t`, for messages.
-pub fn realtime_name(table: &str) -> String {
-    format!("{table}{SPLITTER}{RT_SUFFIX}")
-}
-
 /// Parses a table name as SQL writes it: `t`, `db.t` or `catalog.db.t`,
 /// each part an identifier. Quoted parts (`"My.Table"`) keep their text and
 /// case; unquoted ones are lower-cased, as DataFusion does. The parts come
@@ -367,7 +362,7 @@ mod tests {
             let name = parts.join("$");
             match parse(&name) {
                 Ok(RelationName::Realtime { table }) => {
-                    prop_assert_eq!(realtime_name(table).to_ascii_lowercase(), name.to_ascii_lowercase());
+                    prop_assert_eq!(format!("{table}$rt").to_ascii_lowercase(), name.to_ascii_lowercase());
                 }
                 Ok(RelationName::Paimon(n)) => {
                     prop_assert_eq!(n, name.as_str());

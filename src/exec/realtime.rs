@@ -20,7 +20,7 @@ use std::sync::Arc;
 use datafusion::arrow::array::{
     Array, ArrayRef, BooleanArray, Int8Array, RecordBatch, RecordBatchOptions, UInt32Array,
 };
-use datafusion::arrow::compute::{cast, concat_batches, filter_record_batch, interleave, take};
+use datafusion::arrow::compute::{concat_batches, filter_record_batch, interleave, take};
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::arrow::row::{RowConverter, SortField};
 use datafusion::error::{DataFusionError, Result as DFResult};
@@ -82,20 +82,18 @@ impl ReadLayout {
         let columns = self
             .columns
             .iter()
-            .zip(self.schema.fields())
-            .map(|(&index, field)| {
+            .map(|&index| {
                 let column = batch.columns().get(index).ok_or_else(|| {
                     DataFusionError::Internal(format!(
                         "a store log batch has {} columns, column {index} was asked for",
                         batch.num_columns()
                     ))
                 })?;
-                Ok(cast(column, field.data_type())?)
+                Ok(Arc::clone(column))
             })
             .collect::<DFResult<Vec<ArrayRef>>>()?;
         // `count(*)` reads no columns: the row count must survive without any.
-        let options = RecordBatchOptions::new().with_row_count(Some(batch.num_rows()));
-        let batch = RecordBatch::try_new_with_options(Arc::clone(&self.schema), columns, &options)?;
+        let batch = crate::batch::cast_to(&self.schema, columns, batch.num_rows())?;
         Ok((batch, kinds))
     }
 }

@@ -5,7 +5,6 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use datafusion::arrow::array::RecordBatch;
-use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::datasource::sink::DataSink;
 use datafusion::error::Result as DFResult;
@@ -72,13 +71,8 @@ impl DataSink for StoreSink {
     ) -> DFResult<u64> {
         let target = table_arrow_schema(&self.table)?;
         let mut rows = data.and_then(move |batch| {
-            let converted = batch
-                .columns()
-                .iter()
-                .zip(target.fields())
-                .map(|(column, field)| cast(column, field.data_type()))
-                .collect::<Result<Vec<_>, _>>()
-                .and_then(|columns| RecordBatch::try_new(Arc::clone(&target), columns));
+            let converted =
+                crate::batch::cast_to(&target, batch.columns().to_vec(), batch.num_rows());
             futures::future::ready(converted.map_err(Into::into))
         });
         let store = self.store.get().await.map_err(Error::into_datafusion)?;

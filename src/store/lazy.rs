@@ -1,15 +1,17 @@
 //! A catalog's store, created on first use.
 
+use std::collections::HashMap;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
+use paimon::catalog::Catalog;
 use paimon::table::Table;
 use tokio::sync::Mutex;
 
 use super::{LakestreamStore, StoreContext, StoreRegistry};
 use crate::error::{Error, Result};
-use crate::options::STORE_BINDING;
+use crate::options::{CatalogStoreOptions, STORE_BINDING};
 
 /// The store a catalog names, created the first time it is needed.
 ///
@@ -26,20 +28,28 @@ pub struct LazyStore {
 }
 
 impl LazyStore {
-    /// A store named `identifier`, to be created through `registry`.
-    pub fn new(
-        identifier: String,
+    /// The store `options` name (`lakestream.store`), to be created through
+    /// `registry` for the tables of `catalog`, whose options are
+    /// `catalog_options`; `None` when they name no store. Every catalog and
+    /// external table gets its store here.
+    pub(crate) fn for_catalog(
+        options: &CatalogStoreOptions,
         registry: Arc<StoreRegistry>,
-        context: StoreContext,
-        timeout: Duration,
-    ) -> Self {
-        Self {
-            identifier,
+        catalog_options: HashMap<String, String>,
+        catalog: Arc<dyn Catalog>,
+    ) -> Option<Arc<Self>> {
+        let identifier = options.store()?;
+        Some(Arc::new(Self {
+            identifier: identifier.to_string(),
             registry,
-            context,
-            timeout,
+            context: StoreContext {
+                options: options.store_options().clone(),
+                catalog_options,
+                catalog,
+            },
+            timeout: options.timeout(),
             store: Mutex::new(None),
-        }
+        }))
     }
 
     /// The identifier of the store.
@@ -123,11 +133,6 @@ impl LazyStore {
             recorded: recorded.clone(),
             ours,
         })
-    }
-
-    /// The bound on each store call.
-    pub fn timeout(&self) -> Duration {
-        self.timeout
     }
 
     /// The store, created now if this is its first use or the last try failed.

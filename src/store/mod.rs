@@ -407,6 +407,21 @@ pub fn log_arrow_schema(table: &Table) -> Result<SchemaRef> {
     Ok(Arc::new(Schema::new(fields)))
 }
 
+/// `fields` without the trailing run of `hidden` columns: a table's own
+/// columns, without those a store's tiering keeps after them
+/// ([`StoreFactory::hidden_columns`]). The one rule for hiding them.
+pub(crate) fn own_fields<'a>(
+    fields: &'a [paimon::spec::DataField],
+    hidden: &[impl AsRef<str>],
+) -> &'a [paimon::spec::DataField] {
+    let trailing = fields
+        .iter()
+        .rev()
+        .take_while(|f| hidden.iter().any(|h| h.as_ref() == f.name()))
+        .count();
+    &fields[..fields.len() - trailing]
+}
+
 /// The primary-key columns of a table (empty for append tables).
 pub fn primary_keys(table: &Table) -> &[String] {
     table.schema().primary_keys()
@@ -420,5 +435,41 @@ pub fn store_error(
     Error::StoreFailed {
         store: store.to_string(),
         source: source.into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use paimon::spec::{DataField, DataType, IntType};
+
+    use super::own_fields;
+
+    fn fields(names: &[&str]) -> Vec<DataField> {
+        names
+            .iter()
+            .enumerate()
+            .map(|(id, name)| {
+                DataField::new(id as i32, name.to_string(), DataType::Int(IntType::new()))
+            })
+            .collect()
+    }
+
+    fn names(fields: &[DataField]) -> Vec<&str> {
+        fields.iter().map(|f| f.name()).collect()
+    }
+
+    #[test]
+    fn only_the_trailing_run_of_hidden_columns_is_cut() {
+        let hidden = ["__bucket", "__offset", "__timestamp"];
+        let all = fields(&["a", "b", "__bucket", "__offset", "__timestamp"]);
+        assert_eq!(names(own_fields(&all, &hidden)), ["a", "b"]);
+        let inner = fields(&["__offset", "a", "__timestamp"]);
+        assert_eq!(names(own_fields(&inner, &hidden)), ["__offset", "a"]);
+        let none = fields(&["a"]);
+        assert_eq!(names(own_fields(&none, &[] as &[&str])), ["a"]);
+        assert_eq!(
+            names(own_fields(&fields(&["__bucket"]), &hidden)),
+            [] as [&str; 0]
+        );
     }
 }

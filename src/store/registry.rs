@@ -36,10 +36,4 @@ impl StoreRegistry {
                 registered: factories.keys().cloned().collect(),
             })
     }
-
-    /// The registered identifiers, sorted.
-    pub fn identifiers(&self) -> Vec<String> {
-        let factories = self.factories.read().unwrap_or_else(|e| e.into_inner());
-        factories.keys().cloned().collect()
-    }
 }

@@ -23,7 +23,7 @@ use paimon_datafusion::PaimonTableProvider;
 use crate::error::Error;
 use crate::options::{self, CatalogStoreOptions};
 use crate::planner::{ExternalTable, PlannerState};
-use crate::store::{LazyStore, StoreBinding, StoreContext, StoreRegistry};
+use crate::store::{LazyStore, StoreBinding, StoreRegistry};
 
 /// The `STORED AS` name this factory is registered under.
 pub(crate) const PAIMON_FORMAT: &str = "PAIMON";
@@ -112,18 +112,12 @@ impl TableProviderFactory for PaimonTableFactory {
             other => Error::from(other).into(),
         })?;
         let store_options = CatalogStoreOptions::from_catalog_options(&cmd.options)?;
-        let store = store_options.store().map(|identifier| {
-            Arc::new(LazyStore::new(
-                identifier.to_string(),
-                Arc::clone(&self.registry),
-                StoreContext {
-                    options: store_options.store_options().clone(),
-                    catalog_options,
-                    catalog: Arc::clone(&catalog),
-                },
-                store_options.timeout(),
-            ))
-        });
+        let store = LazyStore::for_catalog(
+            &store_options,
+            Arc::clone(&self.registry),
+            catalog_options,
+            Arc::clone(&catalog),
+        );
         let binding = StoreBinding::new(store, format!("the external table '{}'", cmd.name));
         if options::is_enabled(table.schema().options()) {
             self.state.add_external(

@@ -101,3 +101,34 @@ async fn an_app_session_reads_writes_and_tiers_lakestream_tables() {
         "{err}"
     );
 }
+
+/// Both `register_catalog`s check the lake-stream options before they create
+/// anything: a bad one is an error naming it, and the warehouse stays as it was.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bad_option_registers_nothing_and_touches_no_warehouse() {
+    let dir = tempfile::tempdir().unwrap();
+    let warehouse = dir.path().join("warehouse");
+    let options = HashMap::from([
+        ("warehouse".to_string(), warehouse.display().to_string()),
+        ("lakestream.store".to_string(), "local".to_string()),
+        ("lakestream.timeout".to_string(), "soon".to_string()),
+    ]);
+
+    let ctx = SessionContext::new();
+    let lakestream = LakeStreamExtension::install(&ctx).unwrap();
+    let error = lakestream
+        .register_catalog(&ctx, "lake", options.clone())
+        .await
+        .expect_err("a bad lakestream.timeout is refused");
+    assert!(error.to_string().contains("lakestream.timeout"), "{error}");
+    assert!(ctx.catalog("lake").is_none());
+    assert!(!warehouse.exists(), "the extension created the warehouse");
+
+    let mut context = paimon_lakestream::LakeStreamContext::new();
+    let error = context
+        .register_catalog("lake", options)
+        .await
+        .expect_err("a bad lakestream.timeout is refused");
+    assert!(error.to_string().contains("lakestream.timeout"), "{error}");
+    assert!(!warehouse.exists(), "the context created the warehouse");
+}

@@ -52,8 +52,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use arrow::array::{ArrayRef, RecordBatch};
-use arrow::compute::cast;
+use arrow::array::RecordBatch;
 use arrow::datatypes::SchemaRef;
 use async_trait::async_trait;
 use fluss::client::{
@@ -1822,26 +1821,14 @@ fn is_replaced(error: &Error) -> bool {
 
 /// A batch in the Arrow types fluss-rs takes for the table's columns.
 fn conform(batch: &RecordBatch, schema: &SchemaRef) -> Result<RecordBatch> {
-    let columns = batch
-        .columns()
-        .iter()
-        .zip(schema.fields())
-        .map(|(column, field)| {
-            if column.data_type() == field.data_type() {
-                Ok(Arc::clone(column))
-            } else {
-                cast(column, field.data_type())
-            }
-        })
-        .collect::<std::result::Result<Vec<ArrayRef>, _>>()
-        .map_err(|e| super::store_error(IDENTIFIER, e))?;
     // Nullability follows the data: fluss-rs checks NOT NULL columns itself.
     let fields: Vec<arrow::datatypes::Field> = schema
         .fields()
         .iter()
         .map(|f| f.as_ref().clone().with_nullable(true))
         .collect();
-    RecordBatch::try_new(Arc::new(arrow::datatypes::Schema::new(fields)), columns)
+    let schema = Arc::new(arrow::datatypes::Schema::new(fields));
+    crate::batch::cast_to(&schema, batch.columns().to_vec(), batch.num_rows())
         .map_err(|e| super::store_error(IDENTIFIER, e))
 }
 

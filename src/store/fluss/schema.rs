@@ -45,14 +45,7 @@ fn system_column_type(name: &str) -> Option<PaimonType> {
 
 /// The Paimon table's own columns: its fields without the trailing system columns.
 pub(crate) fn user_fields(table: &Table) -> &[DataField] {
-    let fields = table.schema().fields();
-    let system = fields
-        .iter()
-        .rev()
-        .take(SYSTEM_COLUMNS.len())
-        .filter(|f| SYSTEM_COLUMNS.contains(&f.name()))
-        .count();
-    &fields[..fields.len() - system]
+    crate::store::own_fields(table.schema().fields(), &SYSTEM_COLUMNS)
 }
 
 /// What the Fluss table of a Paimon table looks like.

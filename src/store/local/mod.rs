@@ -376,30 +376,6 @@ impl LocalStore {
         })
     }
 
-    /// Tiers `table`'s rows into Paimon now.
-    pub async fn tier_now(&self, table: &Table) -> Result<TierReport> {
-        self.inner.tier(table).await
-    }
-
-    /// Moves the damaged segment at `position` of `table` aside, so reads
-    /// and tiering go on past it (its rows are lost); says what it held.
-    pub async fn set_aside(&self, table: &Table, position: u64) -> Result<String> {
-        self.inner
-            .root
-            .table(table.identifier())
-            .set_aside(table, position)
-            .await
-    }
-
-    /// Rows of `table` in the store that Paimon does not hold yet.
-    pub async fn pending_rows(&self, table: &Table) -> Result<u64> {
-        self.inner
-            .root
-            .table(table.identifier())
-            .pending_rows(table)
-            .await
-    }
-
     fn begin(&self, table: &Table, kind: WriteKind) -> Result<LocalWrite> {
         if kind == WriteKind::Delete && primary_keys(table).is_empty() {
             return Err(Error::WriteNotSupported {
@@ -745,15 +721,20 @@ impl LakestreamStore for LocalStore {
     }
 
     async fn tier(&self, table: &Table) -> Result<TierReport> {
-        self.tier_now(table).await
+        self.inner.tier(table).await
     }
 
+    /// Rows of `table` in the store that Paimon does not hold yet.
     async fn pending_rows(&self, table: &Table) -> Result<u64> {
-        LocalStore::pending_rows(self, table).await
+        let store = self.inner.root.table(table.identifier());
+        store.pending_rows(table).await
     }
 
+    /// Moves the damaged segment at `position` of `table` aside, so reads
+    /// and tiering go on past it (its rows are lost); says what it held.
     async fn set_aside(&self, table: &Table, position: u64) -> Result<String> {
-        LocalStore::set_aside(self, table, position).await
+        let store = self.inner.root.table(table.identifier());
+        store.set_aside(table, position).await
     }
 }
 

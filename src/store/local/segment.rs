@@ -34,8 +34,7 @@
 use std::io::Cursor;
 use std::sync::Arc;
 
-use datafusion::arrow::array::{new_null_array, ArrayRef, RecordBatch, RecordBatchOptions};
-use datafusion::arrow::compute::cast;
+use datafusion::arrow::array::{new_null_array, RecordBatch};
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::arrow::error::ArrowError;
 use datafusion::arrow::ipc::reader::StreamReader;
@@ -269,13 +268,10 @@ pub(crate) fn align(batch: &RecordBatch, schema: &SchemaRef) -> Result<RecordBat
         .fields()
         .iter()
         .map(|field| match batch.column_by_name(field.name()) {
-            Some(column) if column.data_type() == field.data_type() => Ok(Arc::clone(column)),
-            Some(column) => cast(column, field.data_type()),
-            None => Ok(new_null_array(field.data_type(), batch.num_rows())),
-        })
-        .collect::<Result<Vec<ArrayRef>, _>>()?;
-    let options = RecordBatchOptions::new().with_row_count(Some(batch.num_rows()));
-    RecordBatch::try_new_with_options(Arc::clone(schema), columns, &options)
+            Some(column) => Arc::clone(column),
+            None => new_null_array(field.data_type(), batch.num_rows()),
+        });
+    crate::batch::cast_to(schema, columns, batch.num_rows())
 }
 
 #[cfg(test)]
