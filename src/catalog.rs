@@ -48,6 +48,10 @@ impl std::fmt::Debug for LakeStreamCatalog {
     }
 }
 
+/// How many notices raised outside [`crate::notice::collecting`] a catalog
+/// keeps for [`LakeStreamCatalog::take_notices`].
+pub const KEPT_NOTICES: usize = 64;
+
 impl LakeStreamCatalog {
     /// Wraps `inner`, registered as `name`, with its lake-stream options. The
     /// store it names is created through `registry` on first use.
@@ -80,16 +84,21 @@ impl LakeStreamCatalog {
         }
     }
 
-    /// Takes the notices left by the catalog operations so far.
+    /// Takes the notices of catalog operations that ran outside
+    /// [`crate::notice::collecting`] (which returns them with the work that
+    /// raised them): the newest [`KEPT_NOTICES`] of them.
     pub fn take_notices(&self) -> Vec<String> {
         std::mem::take(&mut *self.notices.lock().unwrap_or_else(|e| e.into_inner()))
     }
 
     fn notice(&self, text: String) {
-        self.notices
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(text);
+        if let Err(text) = crate::notice::raise(text) {
+            let mut notices = self.notices.lock().unwrap_or_else(|e| e.into_inner());
+            if notices.len() == KEPT_NOTICES {
+                notices.remove(0);
+            }
+            notices.push(text);
+        }
     }
 
     /// The name the catalog is registered under.

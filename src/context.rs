@@ -188,19 +188,22 @@ impl LakeStreamContext {
             state,
         };
         let checked = filter.check(sql).await?;
-        let result = match checked.route {
-            Route::SqlContext => self.sql_context.sql(sql).await,
-            Route::DataFusion => self.sql_context.ctx().sql(sql).await,
-            Route::Rewritten(rewritten) => self.sql_context.ctx().sql(&rewritten).await,
-        }
-        .map_err(error::surface)?;
+        // Boxed: the statement's future is large, and stacks are not.
+        let (result, notices) = crate::notice::collecting(Box::pin(async {
+            match &checked.route {
+                Route::SqlContext => self.sql_context.sql(sql).await,
+                Route::DataFusion => self.sql_context.ctx().sql(sql).await,
+                Route::Rewritten(rewritten) => self.sql_context.ctx().sql(rewritten).await,
+            }
+        }))
+        .await;
+        let result = result.map_err(error::surface)?;
         if checked.reset_all {
             state.clear_dynamic_options();
         }
         if let Some((key, value)) = checked.dynamic_option {
             state.set_dynamic_option(&key, value);
         }
-        let notices = state.take_notices();
         if notices.is_empty() {
             return Ok(result);
         }

@@ -14,6 +14,7 @@ mod extension;
 pub mod maintenance;
 mod merge;
 pub mod name;
+pub mod notice;
 pub mod object_storage;
 pub mod options;
 pub(crate) mod planner;

@@ -4,9 +4,11 @@
 //!
 //! The work opens a [`Progress`] for its table, updates it as it goes, and
 //! the entry goes away when the handle is dropped, however the work ends.
+//! [`running_work`] shows the board now; [`subscribe`] hears every update.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::{Arc, Mutex, OnceLock};
 
 /// One piece of running work: what it is, its table, how much it has to do
@@ -57,14 +59,73 @@ pub fn running_work() -> Vec<WorkStatus> {
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .values()
-        .map(|entry| WorkStatus {
-            activity: entry.activity,
-            table: entry.table.clone(),
-            done: entry.done.load(Ordering::Relaxed),
-            total: entry.total.load(Ordering::Relaxed),
-            unit: entry.unit,
-        })
+        .map(|entry| entry.status())
         .collect()
+}
+
+type Subscribers = Mutex<BTreeMap<u64, Sender<WorkStatus>>>;
+
+fn subscribers() -> &'static Subscribers {
+    static SUBSCRIBERS: OnceLock<Subscribers> = OnceLock::new();
+    SUBSCRIBERS.get_or_init(|| Mutex::new(BTreeMap::new()))
+}
+
+/// Every update of the board from now on, in the order each piece of work
+/// made them, until the [`Subscription`] is dropped.
+pub fn subscribe() -> Subscription {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let id = NEXT.fetch_add(1, Ordering::Relaxed);
+    let (sender, updates) = channel();
+    subscribers()
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(id, sender);
+    Subscription { id, updates }
+}
+
+/// The updates since [`subscribe`]: a work's status after each change.
+pub struct Subscription {
+    id: u64,
+    updates: Receiver<WorkStatus>,
+}
+
+impl Subscription {
+    /// The updates that arrived since the last call, oldest first.
+    pub fn take(&self) -> Vec<WorkStatus> {
+        self.updates.try_iter().collect()
+    }
+}
+
+impl Drop for Subscription {
+    fn drop(&mut self) {
+        subscribers()
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&self.id);
+    }
+}
+
+impl Entry {
+    fn status(&self) -> WorkStatus {
+        WorkStatus {
+            activity: self.activity,
+            table: self.table.clone(),
+            done: self.done.load(Ordering::Relaxed),
+            total: self.total.load(Ordering::Relaxed),
+            unit: self.unit,
+        }
+    }
+
+    fn publish(&self) {
+        let subscribers = subscribers().lock().unwrap_or_else(|e| e.into_inner());
+        if !subscribers.is_empty() {
+            let status = self.status();
+            for sender in subscribers.values() {
+                // A subscription being dropped just stops hearing.
+                let _ = sender.send(status.clone());
+            }
+        }
+    }
 }
 
 /// A running piece of work's entry on the board; dropping it removes the
@@ -91,18 +152,21 @@ impl Progress {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .insert(id, Arc::clone(&entry));
+        entry.publish();
         Self { id, entry }
     }
 
     /// How much the work has to do (it may find more as it goes).
     pub fn set_total(&self, total: u64) {
         self.entry.total.store(total, Ordering::Relaxed);
+        self.entry.publish();
     }
 
     /// How much it has done so far.
     pub fn set_done(&self, done: u64) {
         self.entry.done.store(done, Ordering::Relaxed);
         self.entry.total.fetch_max(done, Ordering::Relaxed);
+        self.entry.publish();
     }
 }
 
@@ -121,6 +185,26 @@ mod tests {
 
     fn of(table: &str) -> Option<WorkStatus> {
         running_work().into_iter().find(|s| s.table == table)
+    }
+
+    #[test]
+    fn a_subscription_hears_every_update_in_order_until_dropped() {
+        let updates = subscribe();
+        let progress = Progress::start("tiering", "progress_test.sub".to_string(), "rows");
+        progress.set_total(10);
+        progress.set_done(4);
+        progress.set_done(12);
+        let heard: Vec<(u64, u64)> = updates
+            .take()
+            .into_iter()
+            .filter(|s| s.table == "progress_test.sub")
+            .map(|s| (s.done, s.total))
+            .collect();
+        assert_eq!(heard, [(0, 0), (0, 10), (4, 10), (12, 12)]);
+        let id = updates.id;
+        drop(updates);
+        let listening = subscribers().lock().unwrap_or_else(|e| e.into_inner());
+        assert!(!listening.contains_key(&id));
     }
 
     #[test]

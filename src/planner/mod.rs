@@ -67,16 +67,6 @@ impl PlannerState {
         Some((catalog, Identifier::new(schema, reference.table())))
     }
 
-    /// The notices every catalog holds, taken.
-    pub(crate) fn take_notices(&self) -> Vec<String> {
-        self.catalogs
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .values()
-            .flat_map(|c| c.take_notices())
-            .collect()
-    }
-
     pub(crate) fn add_external(
         &self,
         name: &TableReference,

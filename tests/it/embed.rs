@@ -132,3 +132,70 @@ async fn a_bad_option_registers_nothing_and_touches_no_warehouse() {
     assert!(error.to_string().contains("lakestream.timeout"), "{error}");
     assert!(!warehouse.exists(), "the context created the warehouse");
 }
+
+/// An app that changes a table through the catalog API gets the notices of
+/// that call back with it, through `notice::collecting`; a call outside it
+/// leaves them on the catalog for `take_notices`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn catalog_calls_return_their_notices() {
+    use paimon::spec::SchemaChange;
+    use paimon_lakestream::notice::collecting;
+
+    let dir = tempfile::tempdir().unwrap();
+    let warehouse = dir.path().join("warehouse");
+    std::fs::create_dir_all(&warehouse).unwrap();
+    let ctx = SessionContext::new();
+    let lakestream = LakeStreamExtension::install(&ctx).unwrap();
+    let warehouse_option = ("warehouse".to_string(), warehouse.display().to_string());
+    let with_store = lakestream
+        .register_catalog(
+            &ctx,
+            "lake",
+            HashMap::from([
+                warehouse_option.clone(),
+                ("lakestream.store".to_string(), "local".to_string()),
+                ("local.tier-interval".to_string(), "off".to_string()),
+            ]),
+        )
+        .await
+        .unwrap();
+    let without_store = lakestream
+        .register_catalog(&ctx, "plain", HashMap::from([warehouse_option]))
+        .await
+        .unwrap();
+    for name in ["a", "b"] {
+        let schema = Schema::builder()
+            .column("id", DataType::Int(IntType::new()))
+            .option("lakestream.enabled", "true")
+            .build()
+            .unwrap();
+        with_store
+            .create_table(&Identifier::new("default", name), schema, false)
+            .await
+            .unwrap();
+    }
+    let turn_off = |name: &str| {
+        let catalog = std::sync::Arc::clone(&without_store);
+        let identifier = Identifier::new("default", name);
+        async move {
+            let change =
+                SchemaChange::set_option("lakestream.enabled".to_string(), "false".to_string());
+            catalog.alter_table(&identifier, vec![change], false).await
+        }
+    };
+
+    let (result, notices) = collecting(turn_off("a")).await;
+    result.unwrap();
+    let [notice] = notices.as_slice() else {
+        panic!("expected one notice, got {notices:?}");
+    };
+    assert!(notice.contains("'default.a' is off"), "{notice}");
+    assert!(without_store.take_notices().is_empty());
+
+    turn_off("b").await.unwrap();
+    let left = without_store.take_notices();
+    assert!(
+        left.len() == 1 && left[0].contains("'default.b' is off"),
+        "{left:?}"
+    );
+}

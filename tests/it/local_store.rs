@@ -153,37 +153,26 @@ async fn a_running_tiering_reports_its_progress() {
             .await
             .unwrap();
     }
-    let tiering = {
-        let ctx = Arc::clone(&ctx);
-        tokio::spawn(async move {
-            ctx.sql("SELECT * FROM lakestream_tier('progress_board')")
-                .await?
-                .collect()
-                .await
-        })
-    };
-    let mut seen = Vec::new();
-    while !tiering.is_finished() {
-        seen.extend(
-            running_work()
-                .into_iter()
-                .filter(|s| s.table == "default.progress_board" && s.activity == "tiering"),
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(1)).await;
-    }
-    tiering.await.expect("join").expect("tiering");
-    assert!(!seen.is_empty(), "the tiering never showed on the board");
-    // Before it has listed the store, a tiering does not know its total yet.
-    assert!(
-        seen.iter()
-            .all(|s| (s.total == 0 || s.total == 24) && s.done <= s.total && s.unit == "rows"),
-        "{seen:?}"
-    );
-    assert!(seen.iter().any(|s| s.total == 24), "{seen:?}");
-    assert!(
-        seen.iter().any(|s| s.done > 0 && s.done < 24),
-        "no status between the first and the last commit: {seen:?}"
-    );
+    // Every update the tiering makes, in order: no polling, no timing.
+    let updates = paimon_lakestream::progress::subscribe();
+    ctx.sql("SELECT * FROM lakestream_tier('progress_board')")
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .unwrap();
+    let seen: Vec<(u64, u64)> = updates
+        .take()
+        .into_iter()
+        .filter(|s| s.table == "default.progress_board" && s.activity == "tiering")
+        .inspect(|s| assert_eq!(s.unit, "rows"))
+        .map(|s| (s.done, s.total))
+        .collect();
+    // It starts knowing nothing, counts the store's 24 rows, then reports
+    // each of the 12 commits of 2 rows.
+    let mut expected = vec![(0, 0), (0, 24)];
+    expected.extend((1..=12).map(|commit| (commit * 2, 24)));
+    assert_eq!(seen, expected);
     assert!(running_work()
         .iter()
         .all(|s| s.table != "default.progress_board"));
