@@ -60,26 +60,6 @@ async fn conformance_local() {
     conformance(Arc::new(LocalHarness)).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn tiering() {
-    crate::slt::run_file(
-        "tiering.slt",
-        crate::support::CatalogKind::Filesystem,
-        Some(Arc::new(LocalHarness)),
-    )
-    .await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn tiering_rest() {
-    crate::slt::run_file(
-        "tiering.slt",
-        crate::support::CatalogKind::Rest,
-        Some(Arc::new(LocalHarness)),
-    )
-    .await;
-}
-
 /// The store on `memory://`: writes, reads and tiering, with nothing on disk
 /// but the Paimon warehouse.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

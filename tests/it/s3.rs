@@ -13,7 +13,7 @@ use paimon_lakestream::store::local::register_object_store;
 use paimon_lakestream::LakeStreamContext;
 
 use crate::s3_server::TestS3;
-use crate::slt::{conformance, run_file, StoreCondition, StoreHarness};
+use crate::slt::{conformance, StoreCondition, StoreHarness};
 use crate::support::{run, sorted_rows, try_run, CatalogKind, TestWarehouse};
 
 /// The `local` store on S3 for the `.slt` suites: each file gets a fresh
@@ -75,25 +75,21 @@ impl StoreHarness for S3Harness {
     }
 }
 
-/// The store conformance suite, tiering, procedures and maintenance, with
-/// the warehouse and the store on S3.
+/// The store conformance suite and the files scheduled for `filesystem/s3`
+/// (tiering, procedures, maintenance, options), with the warehouse and the
+/// store on S3.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sql_suites_on_s3() {
     let harness = S3Harness::start();
     conformance(Arc::clone(&harness) as Arc<dyn StoreHarness>).await;
-    for file in [
-        "tiering.slt",
-        "procedures.slt",
-        "maintenance.slt",
-        "options_guard.slt",
-    ] {
-        run_file(
-            file,
-            CatalogKind::Filesystem,
-            Some(Arc::clone(&harness) as Arc<dyn StoreHarness>),
-        )
-        .await;
-    }
+    crate::slt::run_scheduled(
+        crate::slt::Combination {
+            catalog: CatalogKind::Filesystem,
+            store: crate::slt::StoreName::S3,
+        },
+        Some(harness as Arc<dyn StoreHarness>),
+    )
+    .await;
 }
 
 async fn context(options: HashMap<String, String>) -> LakeStreamContext {
