@@ -7,7 +7,10 @@ use async_trait::async_trait;
 use datafusion::arrow::util::pretty::pretty_format_batches;
 use paimon_lakestream::LakeStreamContext;
 
-use crate::slt::{conformance, StoreCondition, StoreHarness};
+use paimon_lakestream::testing::{
+    conformance, Capability, StoreCondition, StoreHarness, Warehouse,
+};
+
 use crate::support::TestWarehouse;
 
 /// The `local` store under the test warehouse (`<warehouse>/_lakestream`),
@@ -20,11 +23,11 @@ impl StoreHarness for LocalHarness {
         "local"
     }
 
-    async fn open(
-        &self,
-        warehouse: &TestWarehouse,
-        condition: StoreCondition,
-    ) -> LakeStreamContext {
+    fn capabilities(&self) -> Vec<Capability> {
+        vec![Capability::Deletes, Capability::Tiering]
+    }
+
+    async fn open(&self, warehouse: &Warehouse, condition: StoreCondition) -> LakeStreamContext {
         match condition {
             StoreCondition::Reachable => {
                 // Explicit, so it works for REST catalogs too, whose

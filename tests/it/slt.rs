@@ -9,259 +9,13 @@
 //! rewrites the expected results instead.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::Duration;
 
-use async_trait::async_trait;
-use datafusion::arrow::array::{Array, RecordBatch};
-use datafusion::arrow::datatypes::DataType;
-use datafusion::arrow::util::display::{ArrayFormatter, FormatOptions};
-use datafusion::error::DataFusionError;
-use paimon_lakestream::LakeStreamContext;
-use sqllogictest::{DBOutput, DefaultColumnType};
+use paimon_lakestream::testing::{Mode, Script, Warehouse, CONFORMANCE_FILES};
+pub use paimon_lakestream::testing::{StoreCondition, StoreHarness};
 
+use crate::memory_store::MemoryHarness;
 use crate::support::{CatalogKind, TestWarehouse};
-
-/// How a store under test is reached, for the pseudo-statement `TEST REOPEN ...`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum StoreCondition {
-    Reachable,
-    Unreachable,
-    /// Answers nothing; the catalog's `lakestream.timeout` is short.
-    Slow,
-}
-
-/// A store the suites run against: opens contexts on a test warehouse whose
-/// catalog names this store.
-#[async_trait]
-pub trait StoreHarness: Send + Sync {
-    /// The store's identifier, also an `onlyif`/`skipif` label in `.slt` files.
-    fn identifier(&self) -> &str;
-
-    async fn open(&self, warehouse: &TestWarehouse, condition: StoreCondition)
-        -> LakeStreamContext;
-
-    /// The warehouse a file runs against: a fresh one, unless the store
-    /// tiers into a warehouse of its own (Fluss's cluster).
-    async fn warehouse(&self, kind: CatalogKind) -> TestWarehouse {
-        TestWarehouse::new(kind).await
-    }
-}
-
-/// The in-memory test store.
-pub struct MemoryHarness;
-
-#[async_trait]
-impl StoreHarness for MemoryHarness {
-    fn identifier(&self) -> &str {
-        crate::memory_store::IDENTIFIER
-    }
-
-    async fn open(
-        &self,
-        warehouse: &TestWarehouse,
-        condition: StoreCondition,
-    ) -> LakeStreamContext {
-        let switches = &warehouse.memory.switches;
-        switches
-            .unreachable
-            .store(condition == StoreCondition::Unreachable, Ordering::SeqCst);
-        switches
-            .slow
-            .store(condition == StoreCondition::Slow, Ordering::SeqCst);
-        let mut options = vec![("lakestream.store", "memory")];
-        if condition == StoreCondition::Slow {
-            options.push(("lakestream.timeout", "300ms"));
-        }
-        warehouse.context_with(&options).await
-    }
-}
-
-/// The session a file runs in. Pseudo-statements that only tests know:
-/// - `TEST REOPEN [UNREACHABLE|SLOW|NOSTORE]`: a new context on the same
-///   warehouse, its store reachable, unreachable or silent, or a catalog that
-///   names no store;
-/// - `TEST AFTER <ms> <statement>`: runs the statement that much later, in
-///   the background (for streaming reads); should it fail, the statement
-///   running then (or the next one) fails with its error;
-/// - `TEST SWITCH table_missing = on|off`: the memory store's switch.
-struct LakeStreamDb {
-    ctx: Arc<LakeStreamContext>,
-    warehouse: Arc<TestWarehouse>,
-    harness: Option<Arc<dyn StoreHarness>>,
-    /// The error of a `TEST AFTER` statement that failed.
-    after_failed: Arc<tokio::sync::watch::Sender<Option<String>>>,
-}
-
-/// No statement of a suite may hang the test run.
-const STATEMENT_TIMEOUT: Duration = Duration::from_secs(120);
-
-impl LakeStreamDb {
-    async fn run_test_statement(&mut self, command: &str) -> Result<(), DataFusionError> {
-        let words: Vec<&str> = command.split_whitespace().collect();
-        match words.as_slice() {
-            ["REOPEN", rest @ ..] => {
-                let condition = match rest {
-                    [] => Some(StoreCondition::Reachable),
-                    ["UNREACHABLE"] => Some(StoreCondition::Unreachable),
-                    ["SLOW"] => Some(StoreCondition::Slow),
-                    ["NOSTORE"] => None,
-                    _ => return Err(DataFusionError::Plan(format!("bad TEST {command}"))),
-                };
-                let ctx = match (&self.harness, condition) {
-                    (Some(harness), Some(condition)) => {
-                        harness.open(&self.warehouse, condition).await
-                    }
-                    _ => self.warehouse.context_with(&[]).await,
-                };
-                self.ctx = Arc::new(ctx);
-            }
-            ["AFTER", millis, ..] => {
-                let delay: u64 = millis
-                    .parse()
-                    .map_err(|_| DataFusionError::Plan(format!("bad TEST {command}")))?;
-                let statement = command
-                    .splitn(3, char::is_whitespace)
-                    .nth(2)
-                    .unwrap_or_default()
-                    .to_string();
-                let ctx = Arc::clone(&self.ctx);
-                let failed = Arc::clone(&self.after_failed);
-                tokio::spawn(async move {
-                    tokio::time::sleep(Duration::from_millis(delay)).await;
-                    let result = match ctx.sql(&statement).await {
-                        Ok(df) => df.collect().await.map(|_| ()),
-                        Err(e) => Err(e),
-                    };
-                    if let Err(e) = result {
-                        failed.send_replace(Some(format!(
-                            "TEST AFTER {delay} {statement} failed: {e}"
-                        )));
-                    }
-                });
-            }
-            ["SWITCH", "table_missing", "=", value] => {
-                self.warehouse
-                    .memory
-                    .switches
-                    .table_missing
-                    .store(*value == "on", Ordering::SeqCst);
-            }
-            _ => return Err(DataFusionError::Plan(format!("unknown TEST {command}"))),
-        }
-        Ok(())
-    }
-
-    /// `${WAREHOUSE}` and `${DIR}` in a statement become this run's paths.
-    fn substitute(&self, sql: &str) -> String {
-        let warehouse = self.warehouse.path().join("warehouse");
-        sql.replace("${WAREHOUSE}", &warehouse.display().to_string())
-            .replace("${DIR}", &self.warehouse.path().display().to_string())
-    }
-
-    async fn query(&self, sql: &str) -> Result<DBOutput<DefaultColumnType>, DataFusionError> {
-        let df = self.ctx.sql(sql).await?;
-        let schema = Arc::clone(df.schema().inner());
-        let batches = df.collect().await?;
-        let types = schema
-            .fields()
-            .iter()
-            .map(|f| column_type(f.data_type()))
-            .collect();
-        // The run's temporary directory reads as `<dir>`, so results can name paths.
-        let dir = self.warehouse.path().display().to_string();
-        let rows = rows(&batches)?
-            .into_iter()
-            .map(|row| row.into_iter().map(|v| v.replace(&dir, "<dir>")).collect())
-            .collect();
-        Ok(DBOutput::Rows { types, rows })
-    }
-}
-
-#[async_trait]
-impl sqllogictest::AsyncDB for LakeStreamDb {
-    type Error = DataFusionError;
-    type ColumnType = DefaultColumnType;
-
-    async fn run(&mut self, sql: &str) -> Result<DBOutput<DefaultColumnType>, DataFusionError> {
-        if let Some(command) = sql.trim().strip_prefix("TEST ") {
-            self.run_test_statement(command.trim()).await?;
-            return Ok(DBOutput::StatementComplete(0));
-        }
-        let sql = self.substitute(sql);
-        let mut after_failed = self.after_failed.subscribe();
-        let failed =
-            |error: &Option<String>| DataFusionError::Execution(error.clone().unwrap_or_default());
-        if after_failed.borrow().is_some() {
-            return Err(failed(&after_failed.borrow()));
-        }
-        tokio::select! {
-            result = tokio::time::timeout(STATEMENT_TIMEOUT, self.query(&sql)) => match result {
-                Ok(result) => result,
-                Err(_) => Err(DataFusionError::Execution(format!(
-                    "statement did not finish within {STATEMENT_TIMEOUT:?}: {sql}"
-                ))),
-            },
-            error = after_failed.wait_for(Option::is_some) => {
-                Err(failed(&error.map(|e| e.clone()).unwrap_or_default()))
-            }
-        }
-    }
-
-    async fn shutdown(&mut self) {}
-
-    fn engine_name(&self) -> &str {
-        "paimon-lakestream"
-    }
-
-    async fn sleep(dur: Duration) {
-        tokio::time::sleep(dur).await;
-    }
-}
-
-fn column_type(data_type: &DataType) -> DefaultColumnType {
-    if data_type.is_integer() {
-        DefaultColumnType::Integer
-    } else if data_type.is_floating() || matches!(data_type, DataType::Decimal128(..)) {
-        DefaultColumnType::FloatingPoint
-    } else {
-        DefaultColumnType::Text
-    }
-}
-
-fn rows(batches: &[RecordBatch]) -> Result<Vec<Vec<String>>, DataFusionError> {
-    let options = FormatOptions::default().with_null("NULL");
-    let mut out = Vec::new();
-    for batch in batches {
-        let formatters = batch
-            .columns()
-            .iter()
-            .map(|column| ArrayFormatter::try_new(column.as_ref(), &options))
-            .collect::<Result<Vec<_>, _>>()?;
-        for row in 0..batch.num_rows() {
-            out.push(
-                formatters
-                    .iter()
-                    .zip(batch.columns())
-                    .map(|(formatter, column)| {
-                        if column.is_null(row) {
-                            "NULL".to_string()
-                        } else {
-                            let text = formatter.value(row).to_string();
-                            if text.is_empty() {
-                                "(empty)".to_string()
-                            } else {
-                                text
-                            }
-                        }
-                    })
-                    .collect(),
-            );
-        }
-    }
-    Ok(out)
-}
 
 /// The directory of the `.slt` files.
 pub fn sql_tests() -> PathBuf {
@@ -325,7 +79,7 @@ impl std::fmt::Display for Combination {
 /// Where a file runs, from its `# schedule:` header line.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Schedule {
-    /// Run by every store's conformance run ([`conformance`]), on a
+    /// Run by every store's conformance run (`paimon_lakestream::testing::conformance`), on a
     /// filesystem catalog; only for the files of `sql-tests/conformance/`.
     Conformance,
     /// Run by the test of each combination, the first one also completing it.
@@ -466,67 +220,27 @@ fn discover_or_panic(root: &Path) -> Vec<SltFile> {
     })
 }
 
-/// Run the file, or rewrite its expected results from what the engine returns.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Mode {
-    Run,
-    Complete,
-}
-
 /// Runs (or completes) the file at `path` against a fresh warehouse of
-/// `kind`, whose catalog names the store of `harness` (or no store). Column
-/// types are checked strictly: `query ITR` must match the result's columns.
+/// `kind`, whose catalog names the store of `harness` (or no store), with
+/// the catalog's label (`filesystem`, `rest`) besides the harness's.
 pub async fn run_file_at(
     path: &Path,
     kind: CatalogKind,
     harness: Option<Arc<dyn StoreHarness>>,
     mode: Mode,
 ) -> Result<(), String> {
-    let warehouse = Arc::new(match &harness {
-        Some(harness) => harness.warehouse(kind).await,
-        None => TestWarehouse::new(kind).await,
-    });
-    let ctx = Arc::new(match &harness {
-        Some(harness) => harness.open(&warehouse, StoreCondition::Reachable).await,
-        None => warehouse.context_with(&[]).await,
-    });
-    let labels = [
-        catalog_name(kind).to_string(),
-        harness
-            .as_ref()
-            .map_or("no-store".to_string(), |h| h.identifier().to_string()),
-    ];
-    let db_warehouse = Arc::clone(&warehouse);
-    let db_harness = harness.clone();
-    let mut runner = sqllogictest::Runner::new(move || {
-        let db = LakeStreamDb {
-            ctx: Arc::clone(&ctx),
-            warehouse: Arc::clone(&db_warehouse),
-            harness: db_harness.clone(),
-            after_failed: Arc::new(tokio::sync::watch::channel(None).0),
-        };
-        async move { Ok::<_, DataFusionError>(db) }
-    });
-    for label in &labels {
-        runner.add_label(label);
-    }
-    runner.with_column_validator(sqllogictest::strict_column_validator);
-    match mode {
-        Mode::Run => runner
-            .run_file_async(path)
-            .await
-            .map_err(|e| e.display(false).to_string()),
-        Mode::Complete => runner
-            .update_test_file(
-                path,
-                " ",
-                sqllogictest::default_validator,
-                sqllogictest::default_normalizer,
-                sqllogictest::strict_column_validator,
-            )
-            .await
-            .map_err(|e| e.to_string()),
-    }
+    let warehouse: Warehouse = match (kind, &harness) {
+        (CatalogKind::Filesystem, Some(harness)) => harness.warehouse().await,
+        _ => TestWarehouse::new(kind).await.into_inner(),
+    };
+    paimon_lakestream::testing::run(
+        Script::File(path),
+        warehouse,
+        harness,
+        &[catalog_name(kind)],
+        mode,
+    )
+    .await
 }
 
 /// Runs `file` (any problem, a panic too, as an error naming it and `combination`).
@@ -598,38 +312,55 @@ pub async fn run_scheduled(combination: Combination, harness: Option<Arc<dyn Sto
     run_scheduled_in(&sql_tests(), combination, harness).await;
 }
 
-/// The store conformance suite: every store runs the files of
-/// `sql-tests/conformance/`, on a filesystem catalog. With
-/// `LAKESTREAM_SLT_COMPLETE=1`, the memory store's run completes them.
-pub async fn conformance(harness: Arc<dyn StoreHarness>) {
+/// The files of `sql-tests/conformance/` are the ones the crate carries
+/// (`paimon_lakestream::testing::CONFORMANCE_FILES`), as they are on disk.
+/// With `LAKESTREAM_SLT_COMPLETE=1`, the memory store completes them (the
+/// records for capabilities it lacks stay as they are); rebuild to carry
+/// the completed text.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn conformance_files() {
+    let on_disk: Vec<SltFile> = discover_or_panic(&sql_tests())
+        .into_iter()
+        .filter(|f| f.schedule == Schedule::Conformance)
+        .collect();
+    let names: Vec<&str> = on_disk.iter().map(|f| f.name.as_str()).collect();
+    let mut carried: Vec<&str> = CONFORMANCE_FILES.iter().map(|(name, _)| *name).collect();
+    carried.sort_unstable();
+    assert_eq!(
+        names, carried,
+        "add each file of sql-tests/conformance/ to CONFORMANCE_FILES (src/testing/mod.rs)"
+    );
+    if !completing() {
+        for file in &on_disk {
+            let carried = CONFORMANCE_FILES
+                .iter()
+                .find(|(name, _)| *name == file.name)
+                .map(|(_, text)| *text);
+            let text = std::fs::read_to_string(&file.path).expect("read");
+            assert_eq!(
+                carried,
+                Some(text.as_str()),
+                "{}: rebuild to carry the file as it is",
+                file.name
+            );
+        }
+        return;
+    }
     let combination = Combination {
         catalog: CatalogKind::Filesystem,
         store: StoreName::Memory,
     };
-    let mode = if completing() && harness.identifier() == crate::memory_store::IDENTIFIER {
-        Mode::Complete
-    } else {
-        Mode::Run
-    };
     let mut failures = Vec::new();
-    for file in discover_or_panic(&sql_tests()) {
-        if file.schedule != Schedule::Conformance {
-            continue;
-        }
-        let run = run_one(&file, combination, Some(Arc::clone(&harness)), mode).await;
-        if let Err(failure) = run {
-            failures.push(failure.replacen(
-                &format!("({combination})"),
-                &format!("(conformance, store {})", harness.identifier()),
-                1,
-            ));
+    for file in &on_disk {
+        if let Err(failure) = run_one(file, combination, memory(), Mode::Complete).await {
+            failures.push(failure);
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
 }
 
 fn memory() -> Option<Arc<dyn StoreHarness>> {
-    Some(Arc::new(MemoryHarness))
+    Some(Arc::new(MemoryHarness::default()))
 }
 
 fn local() -> Option<Arc<dyn StoreHarness>> {
@@ -674,11 +405,6 @@ async fn filesystem_none() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rest_none() {
     run_combination(CatalogKind::Rest, StoreName::None).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn conformance_memory() {
-    conformance(Arc::new(MemoryHarness)).await;
 }
 
 /// Every file of `sql-tests/` states a valid schedule.
