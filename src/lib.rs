@@ -23,6 +23,8 @@ mod runtime;
 pub mod store;
 mod table;
 mod table_cache;
+#[cfg(feature = "testing")]
+pub mod testing;
 
 pub use catalog::LakeStreamCatalog;
 pub use context::LakeStreamContext;

@@ -133,7 +133,7 @@ pub struct ExpireReport {
 
 /// Expires `table`'s oldest snapshots beyond its retention options (see the
 /// module docs). `None`: none was due. A table that keeps its changelog
-/// apart from its snapshots ([`decoupled_changelog`]) is left to Java
+/// apart from its snapshots (`decoupled_changelog`) is left to Java
 /// Paimon's expiry: `When::Asked` says so in an error, `When::Needed` (after
 /// a commit) leaves it.
 pub async fn expire_snapshots(

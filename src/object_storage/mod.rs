@@ -5,7 +5,7 @@
 //! `s3.path-style-access`, `s3.session.token`, and the `fs.s3a.*` and
 //! `s3a.*` spellings Java Paimon accepts), read here once into
 //! [`S3Options`]. They build Paimon's file IO for the catalog's tables
-//! ([`commit`]) and the `local` store's object store. Without keys, the AWS
+//! (`commit`) and the `local` store's object store. Without keys, the AWS
 //! environment (`AWS_ACCESS_KEY_ID`, `AWS_PROFILE`, ...) and credential chain
 //! apply.
 //!
@@ -14,7 +14,7 @@
 //! hidden everywhere else (the shell's history, `SHOW CATALOGS`).
 //!
 //! On S3 nothing renames atomically, so commits are made safe by
-//! conditional writes ([`commit`]); see `docs/object-storage.md`.
+//! conditional writes (`commit`); see `docs/object-storage.md`.
 
 #[cfg(feature = "s3")]
 mod catalog;

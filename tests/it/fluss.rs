@@ -23,8 +23,8 @@ use fluss::config::Config;
 use fluss::metadata::{DataTypes, Schema, TableBucket, TableDescriptor, TablePath};
 use paimon_lakestream::LakeStreamContext;
 
-use crate::slt::{StoreCondition, StoreHarness};
 use crate::support::{CatalogKind, TestWarehouse};
+use paimon_lakestream::testing::{Capability, StoreCondition, StoreHarness, Warehouse};
 
 /// A running cluster: its address and the Paimon warehouse it tiers into.
 #[derive(Clone)]
@@ -288,15 +288,16 @@ impl StoreHarness for FlussHarness {
         "fluss"
     }
 
-    async fn warehouse(&self, _kind: CatalogKind) -> TestWarehouse {
-        TestWarehouse::existing(&self.warehouse)
+    /// Fluss's own tiering service tiers: no tiering on request.
+    fn capabilities(&self) -> Vec<Capability> {
+        vec![Capability::Deletes]
     }
 
-    async fn open(
-        &self,
-        warehouse: &TestWarehouse,
-        condition: StoreCondition,
-    ) -> LakeStreamContext {
+    async fn warehouse(&self) -> Warehouse {
+        TestWarehouse::existing(&self.warehouse).into_inner()
+    }
+
+    async fn open(&self, warehouse: &Warehouse, condition: StoreCondition) -> LakeStreamContext {
         let bootstrap = match condition {
             StoreCondition::Reachable => self.bootstrap.clone(),
             // A silent cluster and a closed port fail the same way here:
@@ -322,7 +323,7 @@ async fn conformance_fluss() {
     let cluster = tokio::task::spawn_blocking(cluster)
         .await
         .expect("cluster start");
-    crate::slt::conformance(Arc::new(FlussHarness::on(cluster))).await;
+    paimon_lakestream::testing::conformance(Arc::new(FlussHarness::on(cluster))).await;
 }
 
 /// Held by each test that starts a cluster of several tablet servers of its
@@ -378,7 +379,7 @@ pub(crate) async fn open(
     harness: &FlussHarness,
     condition: StoreCondition,
 ) -> (TestWarehouse, LakeStreamContext) {
-    let warehouse = harness.warehouse(CatalogKind::Filesystem).await;
+    let warehouse = TestWarehouse::existing(&harness.warehouse);
     let ctx = harness.open(&warehouse, condition).await;
     (warehouse, ctx)
 }

@@ -7,7 +7,10 @@ use async_trait::async_trait;
 use datafusion::arrow::util::pretty::pretty_format_batches;
 use paimon_lakestream::LakeStreamContext;
 
-use crate::slt::{conformance, StoreCondition, StoreHarness};
+use paimon_lakestream::testing::{
+    conformance, Capability, StoreCondition, StoreHarness, Warehouse,
+};
+
 use crate::support::TestWarehouse;
 
 /// The `local` store under the test warehouse (`<warehouse>/_lakestream`),
@@ -20,11 +23,11 @@ impl StoreHarness for LocalHarness {
         "local"
     }
 
-    async fn open(
-        &self,
-        warehouse: &TestWarehouse,
-        condition: StoreCondition,
-    ) -> LakeStreamContext {
+    fn capabilities(&self) -> Vec<Capability> {
+        vec![Capability::Deletes, Capability::Tiering]
+    }
+
+    async fn open(&self, warehouse: &Warehouse, condition: StoreCondition) -> LakeStreamContext {
         match condition {
             StoreCondition::Reachable => {
                 // Explicit, so it works for REST catalogs too, whose
@@ -58,26 +61,6 @@ impl StoreHarness for LocalHarness {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn conformance_local() {
     conformance(Arc::new(LocalHarness)).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn tiering() {
-    crate::slt::run_file(
-        "tiering.slt",
-        crate::support::CatalogKind::Filesystem,
-        Some(Arc::new(LocalHarness)),
-    )
-    .await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn tiering_rest() {
-    crate::slt::run_file(
-        "tiering.slt",
-        crate::support::CatalogKind::Rest,
-        Some(Arc::new(LocalHarness)),
-    )
-    .await;
 }
 
 /// The store on `memory://`: writes, reads and tiering, with nothing on disk

@@ -17,10 +17,101 @@ use paimon_lakestream::store::{
     log_arrow_schema, LakestreamStore, ScanMode, StoreContext, StoreFactory, StoreLog, StoreRead,
     WriteKind,
 };
-use paimon_lakestream::{Error, Result};
+use paimon_lakestream::testing::{
+    conformance, Capability, StoreCondition, StoreHarness, Warehouse,
+};
+use paimon_lakestream::{Error, LakeStreamContext, Result};
 use tokio::sync::Notify;
 
+use crate::support::{CatalogKind, TestWarehouse};
+
 pub const IDENTIFIER: &str = "memory";
+
+/// The memory store for the `.slt` suites: each file gets a fresh
+/// filesystem warehouse whose contexts can name it; `TEST SWITCH
+/// table_missing = on|off` flips its switch. It tiers nothing on request;
+/// with `no_deletes` it also says it takes no deletes, so the conformance
+/// suite's records for stores without them run too.
+#[derive(Debug, Default)]
+pub struct MemoryHarness {
+    pub no_deletes: bool,
+}
+
+impl MemoryHarness {
+    fn factory(warehouse: &Warehouse) -> Arc<MemoryStoreFactory> {
+        warehouse
+            .kept::<MemoryStoreFactory>()
+            .expect("a warehouse of TestWarehouse, with the memory store")
+    }
+}
+
+#[async_trait]
+impl StoreHarness for MemoryHarness {
+    fn identifier(&self) -> &str {
+        IDENTIFIER
+    }
+
+    fn capabilities(&self) -> Vec<Capability> {
+        if self.no_deletes {
+            Vec::new()
+        } else {
+            vec![Capability::Deletes]
+        }
+    }
+
+    async fn warehouse(&self) -> Warehouse {
+        let warehouse = TestWarehouse::new(CatalogKind::Filesystem).await;
+        warehouse
+            .memory
+            .switches
+            .no_deletes
+            .store(self.no_deletes, Ordering::SeqCst);
+        warehouse.into_inner()
+    }
+
+    async fn open(&self, warehouse: &Warehouse, condition: StoreCondition) -> LakeStreamContext {
+        let switches = &Self::factory(warehouse).switches;
+        switches
+            .unreachable
+            .store(condition == StoreCondition::Unreachable, Ordering::SeqCst);
+        switches
+            .slow
+            .store(condition == StoreCondition::Slow, Ordering::SeqCst);
+        let mut options = vec![("lakestream.store", IDENTIFIER)];
+        if condition == StoreCondition::Slow {
+            options.push(("lakestream.timeout", "300ms"));
+        }
+        warehouse.context_with(&options).await
+    }
+
+    async fn test_statement(
+        &self,
+        warehouse: &Warehouse,
+        command: &str,
+    ) -> Option<std::result::Result<(), String>> {
+        let words: Vec<&str> = command.split_whitespace().collect();
+        let ["SWITCH", "table_missing", "=", value] = words.as_slice() else {
+            return None;
+        };
+        Self::factory(warehouse)
+            .switches
+            .table_missing
+            .store(*value == "on", Ordering::SeqCst);
+        Some(Ok(()))
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn conformance_memory() {
+    conformance(Arc::new(MemoryHarness::default())).await;
+}
+
+/// A store without deletes: the suite's `skipif deletes` records check
+/// that DELETE and UPDATE are refused, naming the store.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn conformance_memory_without_deletes() {
+    conformance(Arc::new(MemoryHarness { no_deletes: true })).await;
+}
 
 /// Failure switches, shared by the factory and every store it made.
 #[derive(Debug, Default)]
@@ -28,6 +119,8 @@ pub struct Switches {
     pub unreachable: AtomicBool,
     pub slow: AtomicBool,
     pub table_missing: AtomicBool,
+    /// The store says it takes no deletes.
+    pub no_deletes: AtomicBool,
 }
 
 #[derive(Debug, Default)]
@@ -120,6 +213,10 @@ impl LakestreamStore for MemoryStore {
                 batches: Vec::new(),
             });
         Ok(())
+    }
+
+    fn supports_deletes(&self) -> bool {
+        !self.switches.no_deletes.load(Ordering::SeqCst)
     }
 
     async fn drop_table(&self, identifier: &Identifier) -> Result<()> {

@@ -1,7 +1,7 @@
 //! Merge engines: for every table the mode accepts, `t$rt` before tiering
 //! gives the rows Paimon gives in `t` after tiering.
 //!
-//! `sql-tests/merge_engines.slt` holds the cases by hand; the seeded random
+//! `sql-tests/merge_engines.slt` holds the cases by hand (run by `slt::filesystem_local`); the seeded random
 //! histories here write upserts, partial rows and deletes in random order,
 //! tier at random points (in one commit or one commit per write), and compare
 //! `t$rt` before each tiering with `t` after it. A failure prints its seed;
@@ -13,18 +13,7 @@ use datafusion::arrow::util::pretty::pretty_format_batches;
 use paimon_lakestream::store::{LakestreamStore, StoreContext, StoreFactory};
 use paimon_lakestream::LakeStreamContext;
 
-use crate::local_store::LocalHarness;
 use crate::support::{CatalogKind, TestWarehouse};
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn merge_engines_slt() {
-    crate::slt::run_file(
-        "merge_engines.slt",
-        CatalogKind::Filesystem,
-        Some(Arc::new(LocalHarness)),
-    )
-    .await;
-}
 
 /// A small deterministic generator (xorshift64*), so a seed replays exactly.
 struct Rng(u64);

@@ -13,8 +13,10 @@ use paimon_lakestream::store::local::register_object_store;
 use paimon_lakestream::LakeStreamContext;
 
 use crate::s3_server::TestS3;
-use crate::slt::{conformance, run_file, StoreCondition, StoreHarness};
 use crate::support::{run, sorted_rows, try_run, CatalogKind, TestWarehouse};
+use paimon_lakestream::testing::{
+    conformance, Capability, StoreCondition, StoreHarness, Warehouse,
+};
 
 /// The `local` store on S3 for the `.slt` suites: each file gets a fresh
 /// warehouse in the bucket of one test server, the store beside it at its
@@ -39,23 +41,19 @@ impl StoreHarness for S3Harness {
         "local"
     }
 
-    async fn warehouse(&self, kind: CatalogKind) -> TestWarehouse {
-        assert_eq!(
-            kind,
-            CatalogKind::Filesystem,
-            "S3 warehouses are filesystem catalogs"
-        );
+    fn capabilities(&self) -> Vec<Capability> {
+        vec![Capability::Deletes, Capability::Tiering]
+    }
+
+    /// S3 warehouses are filesystem catalogs.
+    async fn warehouse(&self) -> Warehouse {
         let n = self
             .warehouses
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        TestWarehouse::with_options(self.s3.catalog_options(&format!("slt-{n}"), &[]))
+        TestWarehouse::with_options(self.s3.catalog_options(&format!("slt-{n}"), &[])).into_inner()
     }
 
-    async fn open(
-        &self,
-        warehouse: &TestWarehouse,
-        condition: StoreCondition,
-    ) -> LakeStreamContext {
+    async fn open(&self, warehouse: &Warehouse, condition: StoreCondition) -> LakeStreamContext {
         match condition {
             StoreCondition::Reachable => {
                 warehouse
@@ -75,25 +73,21 @@ impl StoreHarness for S3Harness {
     }
 }
 
-/// The store conformance suite, tiering, procedures and maintenance, with
-/// the warehouse and the store on S3.
+/// The store conformance suite and the files scheduled for `filesystem/s3`
+/// (tiering, procedures, maintenance, options), with the warehouse and the
+/// store on S3.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sql_suites_on_s3() {
     let harness = S3Harness::start();
     conformance(Arc::clone(&harness) as Arc<dyn StoreHarness>).await;
-    for file in [
-        "tiering.slt",
-        "procedures.slt",
-        "maintenance.slt",
-        "options_guard.slt",
-    ] {
-        run_file(
-            file,
-            CatalogKind::Filesystem,
-            Some(Arc::clone(&harness) as Arc<dyn StoreHarness>),
-        )
-        .await;
-    }
+    crate::slt::run_scheduled(
+        crate::slt::Combination {
+            catalog: CatalogKind::Filesystem,
+            store: crate::slt::StoreName::S3,
+        },
+        Some(harness as Arc<dyn StoreHarness>),
+    )
+    .await;
 }
 
 async fn context(options: HashMap<String, String>) -> LakeStreamContext {

@@ -1,432 +1,537 @@
 //! Runs the `.slt` files of `sql-tests/` through [`LakeStreamContext`], so the
 //! statement filter and every guard are exercised as a user meets them.
 //!
-//! Each file runs against a fresh warehouse, once per catalog implementation
-//! where the file is about catalog behaviour.
+//! The files are found by [`discover`]; each states where it runs in a
+//! `# schedule:` header line (`sql-tests/README.md`). There is one test per
+//! catalog/store combination (`slt::filesystem_memory`, ...), which runs
+//! every file scheduled for it against a fresh warehouse each, and names
+//! each file that failed with the combination. `LAKESTREAM_SLT_COMPLETE=1`
+//! rewrites the expected results instead.
 
-use std::path::PathBuf;
-use std::sync::atomic::Ordering;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Duration;
 
-use async_trait::async_trait;
-use datafusion::arrow::array::{Array, RecordBatch};
-use datafusion::arrow::datatypes::DataType;
-use datafusion::arrow::util::display::{ArrayFormatter, FormatOptions};
-use datafusion::error::DataFusionError;
-use paimon_lakestream::LakeStreamContext;
-use sqllogictest::{DBOutput, DefaultColumnType};
+use paimon_lakestream::testing::{Mode, Script, Warehouse, CONFORMANCE_FILES};
+pub use paimon_lakestream::testing::{StoreCondition, StoreHarness};
 
+use crate::memory_store::MemoryHarness;
 use crate::support::{CatalogKind, TestWarehouse};
 
-/// How a store under test is reached, for the pseudo-statement `TEST REOPEN ...`.
+/// The directory of the `.slt` files.
+pub fn sql_tests() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("sql-tests")
+}
+
+/// The environment variable that turns runs into completions: each file's
+/// expected results are rewritten from what the engine returns.
+pub const COMPLETE_VARIABLE: &str = "LAKESTREAM_SLT_COMPLETE";
+
+fn completing() -> bool {
+    std::env::var(COMPLETE_VARIABLE).is_ok_and(|v| v == "1")
+}
+
+/// The store harness a schedule names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum StoreCondition {
-    Reachable,
-    Unreachable,
-    /// Answers nothing; the catalog's `lakestream.timeout` is short.
-    Slow,
+pub enum StoreName {
+    /// The in-memory test store (`tests/it/memory_store.rs`).
+    Memory,
+    /// The embedded `local` store on disk.
+    Local,
+    /// The `local` store with the warehouse in a bucket of the S3 test server.
+    S3,
+    /// A catalog that names no store.
+    None,
 }
 
-/// A store the suites run against: opens contexts on a test warehouse whose
-/// catalog names this store.
-#[async_trait]
-pub trait StoreHarness: Send + Sync {
-    /// The store's identifier, also an `onlyif`/`skipif` label in `.slt` files.
-    fn identifier(&self) -> &str;
+impl StoreName {
+    const ALL: [StoreName; 4] = [Self::Memory, Self::Local, Self::S3, Self::None];
 
-    async fn open(&self, warehouse: &TestWarehouse, condition: StoreCondition)
-        -> LakeStreamContext;
-
-    /// The warehouse a file runs against: a fresh one, unless the store
-    /// tiers into a warehouse of its own (Fluss's cluster).
-    async fn warehouse(&self, kind: CatalogKind) -> TestWarehouse {
-        TestWarehouse::new(kind).await
-    }
-}
-
-/// The in-memory test store.
-pub struct MemoryHarness;
-
-#[async_trait]
-impl StoreHarness for MemoryHarness {
-    fn identifier(&self) -> &str {
-        crate::memory_store::IDENTIFIER
-    }
-
-    async fn open(
-        &self,
-        warehouse: &TestWarehouse,
-        condition: StoreCondition,
-    ) -> LakeStreamContext {
-        let switches = &warehouse.memory.switches;
-        switches
-            .unreachable
-            .store(condition == StoreCondition::Unreachable, Ordering::SeqCst);
-        switches
-            .slow
-            .store(condition == StoreCondition::Slow, Ordering::SeqCst);
-        let mut options = vec![("lakestream.store", "memory")];
-        if condition == StoreCondition::Slow {
-            options.push(("lakestream.timeout", "300ms"));
-        }
-        warehouse.context_with(&options).await
-    }
-}
-
-/// The session a file runs in. Pseudo-statements that only tests know:
-/// - `TEST REOPEN [UNREACHABLE|SLOW|NOSTORE]`: a new context on the same
-///   warehouse, its store reachable, unreachable or silent, or a catalog that
-///   names no store;
-/// - `TEST AFTER <ms> <statement>`: runs the statement that much later, in
-///   the background (for streaming reads); should it fail, the statement
-///   running then (or the next one) fails with its error;
-/// - `TEST SWITCH table_missing = on|off`: the memory store's switch.
-struct LakeStreamDb {
-    ctx: Arc<LakeStreamContext>,
-    warehouse: Arc<TestWarehouse>,
-    harness: Option<Arc<dyn StoreHarness>>,
-    /// The error of a `TEST AFTER` statement that failed.
-    after_failed: Arc<tokio::sync::watch::Sender<Option<String>>>,
-}
-
-/// No statement of a suite may hang the test run.
-const STATEMENT_TIMEOUT: Duration = Duration::from_secs(120);
-
-impl LakeStreamDb {
-    async fn run_test_statement(&mut self, command: &str) -> Result<(), DataFusionError> {
-        let words: Vec<&str> = command.split_whitespace().collect();
-        match words.as_slice() {
-            ["REOPEN", rest @ ..] => {
-                let condition = match rest {
-                    [] => Some(StoreCondition::Reachable),
-                    ["UNREACHABLE"] => Some(StoreCondition::Unreachable),
-                    ["SLOW"] => Some(StoreCondition::Slow),
-                    ["NOSTORE"] => None,
-                    _ => return Err(DataFusionError::Plan(format!("bad TEST {command}"))),
-                };
-                let ctx = match (&self.harness, condition) {
-                    (Some(harness), Some(condition)) => {
-                        harness.open(&self.warehouse, condition).await
-                    }
-                    _ => self.warehouse.context_with(&[]).await,
-                };
-                self.ctx = Arc::new(ctx);
-            }
-            ["AFTER", millis, ..] => {
-                let delay: u64 = millis
-                    .parse()
-                    .map_err(|_| DataFusionError::Plan(format!("bad TEST {command}")))?;
-                let statement = command
-                    .splitn(3, char::is_whitespace)
-                    .nth(2)
-                    .unwrap_or_default()
-                    .to_string();
-                let ctx = Arc::clone(&self.ctx);
-                let failed = Arc::clone(&self.after_failed);
-                tokio::spawn(async move {
-                    tokio::time::sleep(Duration::from_millis(delay)).await;
-                    let result = match ctx.sql(&statement).await {
-                        Ok(df) => df.collect().await.map(|_| ()),
-                        Err(e) => Err(e),
-                    };
-                    if let Err(e) = result {
-                        failed.send_replace(Some(format!(
-                            "TEST AFTER {delay} {statement} failed: {e}"
-                        )));
-                    }
-                });
-            }
-            ["SWITCH", "table_missing", "=", value] => {
-                self.warehouse
-                    .memory
-                    .switches
-                    .table_missing
-                    .store(*value == "on", Ordering::SeqCst);
-            }
-            _ => return Err(DataFusionError::Plan(format!("unknown TEST {command}"))),
-        }
-        Ok(())
-    }
-
-    /// `${WAREHOUSE}` and `${DIR}` in a statement become this run's paths.
-    fn substitute(&self, sql: &str) -> String {
-        let warehouse = self.warehouse.path().join("warehouse");
-        sql.replace("${WAREHOUSE}", &warehouse.display().to_string())
-            .replace("${DIR}", &self.warehouse.path().display().to_string())
-    }
-
-    async fn query(&self, sql: &str) -> Result<DBOutput<DefaultColumnType>, DataFusionError> {
-        let df = self.ctx.sql(sql).await?;
-        let schema = Arc::clone(df.schema().inner());
-        let batches = df.collect().await?;
-        let types = schema
-            .fields()
-            .iter()
-            .map(|f| column_type(f.data_type()))
-            .collect();
-        // The run's temporary directory reads as `<dir>`, so results can name paths.
-        let dir = self.warehouse.path().display().to_string();
-        let rows = rows(&batches)?
-            .into_iter()
-            .map(|row| row.into_iter().map(|v| v.replace(&dir, "<dir>")).collect())
-            .collect();
-        Ok(DBOutput::Rows { types, rows })
-    }
-}
-
-#[async_trait]
-impl sqllogictest::AsyncDB for LakeStreamDb {
-    type Error = DataFusionError;
-    type ColumnType = DefaultColumnType;
-
-    async fn run(&mut self, sql: &str) -> Result<DBOutput<DefaultColumnType>, DataFusionError> {
-        if let Some(command) = sql.trim().strip_prefix("TEST ") {
-            self.run_test_statement(command.trim()).await?;
-            return Ok(DBOutput::StatementComplete(0));
-        }
-        let sql = self.substitute(sql);
-        let mut after_failed = self.after_failed.subscribe();
-        let failed =
-            |error: &Option<String>| DataFusionError::Execution(error.clone().unwrap_or_default());
-        if after_failed.borrow().is_some() {
-            return Err(failed(&after_failed.borrow()));
-        }
-        tokio::select! {
-            result = tokio::time::timeout(STATEMENT_TIMEOUT, self.query(&sql)) => match result {
-                Ok(result) => result,
-                Err(_) => Err(DataFusionError::Execution(format!(
-                    "statement did not finish within {STATEMENT_TIMEOUT:?}: {sql}"
-                ))),
-            },
-            error = after_failed.wait_for(Option::is_some) => {
-                Err(failed(&error.map(|e| e.clone()).unwrap_or_default()))
-            }
+    fn name(self) -> &'static str {
+        match self {
+            Self::Memory => "memory",
+            Self::Local => "local",
+            Self::S3 => "s3",
+            Self::None => "none",
         }
     }
+}
 
-    async fn shutdown(&mut self) {}
-
-    fn engine_name(&self) -> &str {
-        "paimon-lakestream"
-    }
-
-    async fn sleep(dur: Duration) {
-        tokio::time::sleep(dur).await;
+fn catalog_name(kind: CatalogKind) -> &'static str {
+    match kind {
+        CatalogKind::Filesystem => "filesystem",
+        CatalogKind::Rest => "rest",
     }
 }
 
-fn column_type(data_type: &DataType) -> DefaultColumnType {
-    if data_type.is_integer() {
-        DefaultColumnType::Integer
-    } else if data_type.is_floating() || matches!(data_type, DataType::Decimal128(..)) {
-        DefaultColumnType::FloatingPoint
-    } else {
-        DefaultColumnType::Text
+/// One place a file runs: a catalog kind and a store harness.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Combination {
+    pub catalog: CatalogKind,
+    pub store: StoreName,
+}
+
+impl std::fmt::Display for Combination {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", catalog_name(self.catalog), self.store.name())
     }
 }
 
-fn rows(batches: &[RecordBatch]) -> Result<Vec<Vec<String>>, DataFusionError> {
-    let options = FormatOptions::default().with_null("NULL");
-    let mut out = Vec::new();
-    for batch in batches {
-        let formatters = batch
-            .columns()
-            .iter()
-            .map(|column| ArrayFormatter::try_new(column.as_ref(), &options))
-            .collect::<Result<Vec<_>, _>>()?;
-        for row in 0..batch.num_rows() {
-            out.push(
-                formatters
-                    .iter()
-                    .zip(batch.columns())
-                    .map(|(formatter, column)| {
-                        if column.is_null(row) {
-                            "NULL".to_string()
-                        } else {
-                            let text = formatter.value(row).to_string();
-                            if text.is_empty() {
-                                "(empty)".to_string()
-                            } else {
-                                text
-                            }
-                        }
-                    })
-                    .collect(),
-            );
+/// Where a file runs, from its `# schedule:` header line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Schedule {
+    /// Run by every store's conformance run (`paimon_lakestream::testing::conformance`), on a
+    /// filesystem catalog; only for the files of `sql-tests/conformance/`.
+    Conformance,
+    /// Run by the test of each combination, the first one also completing it.
+    Combinations(Vec<Combination>),
+}
+
+/// An `.slt` file found under the root, with its schedule.
+#[derive(Debug, Clone)]
+pub struct SltFile {
+    pub path: PathBuf,
+    /// The path below the root, with `/` (`conformance/append.slt`).
+    pub name: String,
+    pub schedule: Schedule,
+}
+
+/// Reads the schedule from the comment lines a file starts with: exactly one
+/// `# schedule: <entry> ...`, each entry `conformance` or
+/// `<catalog>/<store>`.
+pub fn parse_schedule(name: &str, text: &str) -> Result<Schedule, String> {
+    let header = text
+        .lines()
+        .take_while(|line| line.trim().is_empty() || line.trim_start().starts_with('#'));
+    let lines: Vec<&str> = header
+        .filter_map(|line| {
+            line.trim_start()
+                .trim_start_matches('#')
+                .trim_start()
+                .strip_prefix("schedule:")
+        })
+        .collect();
+    let entries = match lines.as_slice() {
+        [] => {
+            return Err(format!(
+                "{name}: no `# schedule:` line in the comment the file starts with"
+            ))
         }
-    }
-    Ok(out)
-}
-
-/// Runs `sql-tests/<file>` against a fresh warehouse of `kind`, whose catalog
-/// names the store of `harness` (or no store).
-pub async fn run_file(file: &str, kind: CatalogKind, harness: Option<Arc<dyn StoreHarness>>) {
-    let warehouse = Arc::new(match &harness {
-        Some(harness) => harness.warehouse(kind).await,
-        None => TestWarehouse::new(kind).await,
-    });
-    let ctx = Arc::new(match &harness {
-        Some(harness) => harness.open(&warehouse, StoreCondition::Reachable).await,
-        None => warehouse.context_with(&[]).await,
-    });
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("sql-tests")
-        .join(file);
-    let labels = [
-        match kind {
-            CatalogKind::Filesystem => "filesystem".to_string(),
-            CatalogKind::Rest => "rest".to_string(),
-        },
-        harness
-            .as_ref()
-            .map_or("no-store".to_string(), |h| h.identifier().to_string()),
-    ];
-    let db_warehouse = Arc::clone(&warehouse);
-    let db_harness = harness.clone();
-    let mut runner = sqllogictest::Runner::new(move || {
-        let db = LakeStreamDb {
-            ctx: Arc::clone(&ctx),
-            warehouse: Arc::clone(&db_warehouse),
-            harness: db_harness.clone(),
-            after_failed: Arc::new(tokio::sync::watch::channel(None).0),
+        [entries] => entries.split_whitespace().collect::<Vec<_>>(),
+        _ => return Err(format!("{name}: more than one `# schedule:` line")),
+    };
+    let in_conformance = name.starts_with("conformance/");
+    if entries == ["conformance"] {
+        return if in_conformance {
+            Ok(Schedule::Conformance)
+        } else {
+            Err(format!(
+                "{name}: `conformance` is the schedule of the files in sql-tests/conformance/ only"
+            ))
         };
-        async move { Ok::<_, DataFusionError>(db) }
-    });
-    for label in &labels {
-        runner.add_label(label);
     }
-    if let Err(e) = runner.run_file_async(&path).await {
-        panic!("{file} ({}):\n{e}", labels.join(", "));
+    if in_conformance {
+        return Err(format!(
+            "{name}: a file in sql-tests/conformance/ has the schedule `conformance` and nothing else"
+        ));
     }
+    if entries.is_empty() {
+        return Err(format!("{name}: the schedule names no catalog/store"));
+    }
+    let mut combinations = Vec::new();
+    for entry in entries {
+        let (catalog, store) = entry.split_once('/').ok_or_else(|| {
+            format!("{name}: schedule entry `{entry}` is not `conformance` or `<catalog>/<store>`")
+        })?;
+        let catalog = match catalog {
+            "filesystem" => CatalogKind::Filesystem,
+            "rest" => CatalogKind::Rest,
+            _ => {
+                return Err(format!(
+                    "{name}: unknown catalog `{catalog}` in `{entry}` (known: filesystem, rest)"
+                ))
+            }
+        };
+        let store = StoreName::ALL
+            .into_iter()
+            .find(|s| s.name() == store)
+            .ok_or_else(|| {
+                format!(
+                    "{name}: unknown store `{store}` in `{entry}` (known: memory, local, s3, none)"
+                )
+            })?;
+        if (catalog, store) == (CatalogKind::Rest, StoreName::S3) {
+            return Err(format!(
+                "{name}: `rest/s3` does not run: the S3 harness runs filesystem catalogs only"
+            ));
+        }
+        let combination = Combination { catalog, store };
+        if combinations.contains(&combination) {
+            return Err(format!("{name}: `{entry}` is named twice"));
+        }
+        combinations.push(combination);
+    }
+    Ok(Schedule::Combinations(combinations))
+}
+
+/// Every `.slt` file under `root`, sorted by name, with its schedule; or
+/// what is wrong with the schedules, one line per file.
+pub fn discover(root: &Path) -> Result<Vec<SltFile>, Vec<String>> {
+    let paths = crate::support::files_where(root, |p| p.extension().is_some_and(|e| e == "slt"));
+    let mut files = Vec::new();
+    let mut problems = Vec::new();
+    for path in paths {
+        let name = path
+            .strip_prefix(root)
+            .expect("below the root")
+            .components()
+            .map(|c| c.as_os_str().to_string_lossy())
+            .collect::<Vec<_>>()
+            .join("/");
+        let text = match std::fs::read_to_string(&path) {
+            Ok(text) => text,
+            Err(e) => {
+                problems.push(format!("{name}: {e}"));
+                continue;
+            }
+        };
+        match parse_schedule(&name, &text) {
+            Ok(schedule) => files.push(SltFile {
+                path,
+                name,
+                schedule,
+            }),
+            Err(problem) => problems.push(problem),
+        }
+    }
+    if problems.is_empty() {
+        files.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(files)
+    } else {
+        Err(problems)
+    }
+}
+
+fn discover_or_panic(root: &Path) -> Vec<SltFile> {
+    discover(root).unwrap_or_else(|problems| {
+        panic!(
+            "sql-tests has files without a valid schedule (see sql-tests/README.md):\n{}",
+            problems.join("\n")
+        )
+    })
+}
+
+/// Runs (or completes) the file at `path` against a fresh warehouse of
+/// `kind`, whose catalog names the store of `harness` (or no store), with
+/// the catalog's label (`filesystem`, `rest`) besides the harness's.
+pub async fn run_file_at(
+    path: &Path,
+    kind: CatalogKind,
+    harness: Option<Arc<dyn StoreHarness>>,
+    mode: Mode,
+) -> Result<(), String> {
+    let warehouse: Warehouse = match (kind, &harness) {
+        (CatalogKind::Filesystem, Some(harness)) => harness.warehouse().await,
+        _ => TestWarehouse::new(kind).await.into_inner(),
+    };
+    paimon_lakestream::testing::run(
+        Script::File(path),
+        warehouse,
+        harness,
+        &[catalog_name(kind)],
+        mode,
+    )
+    .await
+}
+
+/// Runs `file` (any problem, a panic too, as an error naming it and `combination`).
+async fn run_one(
+    file: &SltFile,
+    combination: Combination,
+    harness: Option<Arc<dyn StoreHarness>>,
+    mode: Mode,
+) -> Result<(), String> {
+    use futures::FutureExt;
+    let run = run_file_at(&file.path, combination.catalog, harness, mode);
+    let outcome = match std::panic::AssertUnwindSafe(run).catch_unwind().await {
+        Ok(outcome) => outcome,
+        Err(panic) => Err(panic
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+            .unwrap_or_else(|| "panicked".to_string())),
+    };
+    outcome.map_err(|e| format!("{} ({combination}):\n{e}", file.name))
+}
+
+/// Runs every file under `root` whose schedule names `combination`, with
+/// `harness`; panics naming each file that failed and the combination. With
+/// `complete`, a file is completed instead by the first combination of its
+/// schedule (and left alone by the others).
+pub async fn run_scheduled_in(
+    root: &Path,
+    combination: Combination,
+    harness: Option<Arc<dyn StoreHarness>>,
+    complete: bool,
+) {
+    let files = discover_or_panic(root);
+    let mut failures = Vec::new();
+    let mut ran = 0;
+    for file in &files {
+        let Schedule::Combinations(combinations) = &file.schedule else {
+            continue;
+        };
+        if !combinations.contains(&combination) {
+            continue;
+        }
+        let mode = if !complete {
+            Mode::Run
+        } else if combinations[0] == combination {
+            Mode::Complete
+        } else {
+            eprintln!(
+                "{} ({combination}): left to {}, which completes it",
+                file.name, combinations[0]
+            );
+            continue;
+        };
+        ran += 1;
+        if let Err(failure) = run_one(file, combination, harness.clone(), mode).await {
+            failures.push(failure);
+        }
+    }
+    eprintln!("{ran} file(s) scheduled for {combination}");
+    assert!(
+        failures.is_empty(),
+        "{} of {ran} file(s) failed:\n\n{}",
+        failures.len(),
+        failures.join("\n\n")
+    );
+}
+
+/// [`run_scheduled_in`] for `sql-tests/`, completing with
+/// `LAKESTREAM_SLT_COMPLETE=1`.
+pub async fn run_scheduled(combination: Combination, harness: Option<Arc<dyn StoreHarness>>) {
+    run_scheduled_in(&sql_tests(), combination, harness, completing()).await;
+}
+
+/// The files of `sql-tests/conformance/` are the ones the crate carries
+/// (`paimon_lakestream::testing::CONFORMANCE_FILES`; cargo rebuilds it when
+/// their text changes). With `LAKESTREAM_SLT_COMPLETE=1`, the memory store
+/// completes them (the records for capabilities it lacks stay as they are).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn conformance_files() {
+    let on_disk: Vec<SltFile> = discover_or_panic(&sql_tests())
+        .into_iter()
+        .filter(|f| f.schedule == Schedule::Conformance)
+        .collect();
+    let names: Vec<&str> = on_disk.iter().map(|f| f.name.as_str()).collect();
+    let mut carried: Vec<&str> = CONFORMANCE_FILES.iter().map(|(name, _)| *name).collect();
+    carried.sort_unstable();
+    assert_eq!(
+        names, carried,
+        "add each file of sql-tests/conformance/ to CONFORMANCE_FILES (src/testing/mod.rs)"
+    );
+    if !completing() {
+        return;
+    }
+    let combination = Combination {
+        catalog: CatalogKind::Filesystem,
+        store: StoreName::Memory,
+    };
+    let mut failures = Vec::new();
+    for file in &on_disk {
+        if let Err(failure) = run_one(file, combination, memory(), Mode::Complete).await {
+            failures.push(failure);
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
 }
 
 fn memory() -> Option<Arc<dyn StoreHarness>> {
-    Some(Arc::new(MemoryHarness))
+    Some(Arc::new(MemoryHarness::default()))
+}
+
+fn local() -> Option<Arc<dyn StoreHarness>> {
+    Some(Arc::new(crate::local_store::LocalHarness))
+}
+
+async fn run_combination(catalog: CatalogKind, store: StoreName) {
+    let harness = match store {
+        StoreName::Memory => memory(),
+        StoreName::Local => local(),
+        StoreName::None => None,
+        StoreName::S3 => unreachable!("s3::sql_suites_on_s3 runs the S3 harness"),
+    };
+    run_scheduled(Combination { catalog, store }, harness).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn guards_filesystem() {
-    run_file("guards.slt", CatalogKind::Filesystem, memory()).await;
+async fn filesystem_memory() {
+    run_combination(CatalogKind::Filesystem, StoreName::Memory).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn guards_rest() {
-    run_file("guards.slt", CatalogKind::Rest, memory()).await;
+async fn rest_memory() {
+    run_combination(CatalogKind::Rest, StoreName::Memory).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn names() {
-    run_file("names.slt", CatalogKind::Filesystem, memory()).await;
+async fn filesystem_local() {
+    run_combination(CatalogKind::Filesystem, StoreName::Local).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn writes() {
-    run_file("writes.slt", CatalogKind::Filesystem, memory()).await;
+async fn rest_local() {
+    run_combination(CatalogKind::Rest, StoreName::Local).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn no_store() {
-    run_file("no_store.slt", CatalogKind::Filesystem, memory()).await;
+async fn filesystem_none() {
+    run_combination(CatalogKind::Filesystem, StoreName::None).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn connector() {
-    run_file(
-        "connector.slt",
-        CatalogKind::Filesystem,
-        Some(Arc::new(crate::local_store::LocalHarness)),
-    )
-    .await;
+async fn rest_none() {
+    run_combination(CatalogKind::Rest, StoreName::None).await;
 }
 
+/// Every file of `sql-tests/` states a valid schedule.
+#[test]
+fn every_file_has_a_valid_schedule() {
+    let files = discover_or_panic(&sql_tests());
+    assert!(files.len() >= 19, "{files:?}");
+    assert!(files
+        .iter()
+        .any(|f| f.name == "conformance/append.slt" && f.schedule == Schedule::Conformance));
+}
+
+/// A file without a schedule, or naming a catalog or store that does not
+/// exist, fails discovery, and with it every run over its directory.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn lifecycle() {
-    run_file("lifecycle.slt", CatalogKind::Filesystem, memory()).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn drops_filesystem() {
-    run_file("drops.slt", CatalogKind::Filesystem, memory()).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn drops_rest() {
-    run_file("drops.slt", CatalogKind::Rest, memory()).await;
-}
-
-/// The store conformance suite: every store runs these files.
-pub async fn conformance(harness: Arc<dyn StoreHarness>) {
-    for file in [
-        "conformance/append.slt",
-        "conformance/primary_key.slt",
-        "conformance/streaming.slt",
-        "conformance/unreachable.slt",
-    ] {
-        run_file(file, CatalogKind::Filesystem, Some(Arc::clone(&harness))).await;
+async fn files_without_a_valid_schedule_fail() {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let good = "# schedule: filesystem/memory\n\nquery I\nSELECT 1\n----\n1\n";
+    let bad = [
+        (
+            "unscheduled.slt",
+            "# No schedule here.\n\nquery I\nSELECT 1\n----\n1\n",
+        ),
+        (
+            "late.slt",
+            "query I\nSELECT 1\n----\n1\n\n# schedule: filesystem/memory\n",
+        ),
+        ("catalog.slt", "# schedule: hive/memory\n"),
+        ("store.slt", "# schedule: filesystem/redis\n"),
+        ("rest_s3.slt", "# schedule: rest/s3\n"),
+        ("empty.slt", "# schedule:\n"),
+        (
+            "twice.slt",
+            "# schedule: filesystem/memory filesystem/memory\n",
+        ),
+        ("conformance_here.slt", "# schedule: conformance\n"),
+        ("conformance/mixed.slt", "# schedule: filesystem/local\n"),
+    ];
+    std::fs::create_dir(dir.path().join("conformance")).expect("mkdir");
+    std::fs::write(dir.path().join("good.slt"), good).expect("write");
+    for (name, text) in bad {
+        std::fs::write(dir.path().join(name), text).expect("write");
     }
+    let problems = discover(dir.path()).expect_err("the bad files are refused");
+    assert_eq!(problems.len(), bad.len(), "{problems:#?}");
+    for (name, _) in bad {
+        assert!(
+            problems.iter().any(|p| p.starts_with(&format!("{name}: "))),
+            "{name} is not named: {problems:#?}"
+        );
+    }
+    assert!(problems
+        .iter()
+        .any(|p| p.contains("unknown catalog `hive`")));
+    assert!(problems.iter().any(|p| p.contains("unknown store `redis`")));
+    // A run over the directory fails too, naming them.
+    let combination = Combination {
+        catalog: CatalogKind::Filesystem,
+        store: StoreName::Memory,
+    };
+    let run =
+        std::panic::AssertUnwindSafe(run_scheduled_in(dir.path(), combination, memory(), false));
+    let panic = futures::FutureExt::catch_unwind(run)
+        .await
+        .expect_err("the run fails");
+    let message = panic.downcast_ref::<String>().expect("a message");
+    assert!(
+        message.contains("unscheduled.slt: no `# schedule:` line"),
+        "{message}"
+    );
 }
 
+/// A failure names the file and the combination, and column letters are
+/// checked: `query T` on an integer column fails.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn conformance_memory() {
-    conformance(Arc::new(MemoryHarness)).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn subqueries() {
-    run_file("subqueries.slt", CatalogKind::Filesystem, memory()).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn partitions() {
-    run_file("partitions.slt", CatalogKind::Filesystem, memory()).await;
-}
-
-/// On the local store: the memory test store does not widen the rows it
-/// holds to columns added later.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn options_guard() {
-    run_file(
-        "options_guard.slt",
-        CatalogKind::Filesystem,
-        Some(Arc::new(crate::local_store::LocalHarness)),
+async fn a_failure_names_the_file_and_the_combination() {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    std::fs::write(
+        dir.path().join("letters.slt"),
+        "# schedule: filesystem/memory\n\nquery T\nSELECT 1\n----\n1\n",
     )
-    .await;
+    .expect("write");
+    let combination = Combination {
+        catalog: CatalogKind::Filesystem,
+        store: StoreName::Memory,
+    };
+    let run =
+        std::panic::AssertUnwindSafe(run_scheduled_in(dir.path(), combination, memory(), false));
+    let panic = futures::FutureExt::catch_unwind(run)
+        .await
+        .expect_err("wrong column letters fail");
+    let message = panic.downcast_ref::<String>().expect("a message");
+    assert!(
+        message.contains("letters.slt (filesystem/memory)"),
+        "{message}"
+    );
+    assert!(message.contains("query columns mismatch"), "{message}");
 }
 
-/// On the local store: tiering through the procedures commits real snapshots.
+/// Completion rewrites a wrong expected result (and wrong column letters)
+/// from what the engine returns; the completed file then passes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn procedures() {
-    run_file(
-        "procedures.slt",
-        CatalogKind::Filesystem,
-        Some(Arc::new(crate::local_store::LocalHarness)),
+async fn completion_writes_the_right_results() {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let path = dir.path().join("scratch.slt");
+    std::fs::write(
+        &path,
+        "# schedule: filesystem/memory\n\n\
+         statement ok\nCREATE TABLE c (id INT, v STRING)\n\n\
+         statement ok\nINSERT INTO c VALUES (1, 'one'), (2, 'two')\n\n\
+         # A wrong row and wrong letters.\n\
+         query T rowsort\nSELECT id, v FROM c\n----\n1 one\n3 three\n\n\
+         statement error no such table\nSELECT * FROM nowhere\n",
     )
-    .await;
-}
-
-/// Maintenance after tiering rounds and on request, on both catalogs.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn maintenance_filesystem() {
-    run_file(
-        "maintenance.slt",
-        CatalogKind::Filesystem,
-        Some(Arc::new(crate::local_store::LocalHarness)),
-    )
-    .await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn maintenance_rest() {
-    run_file(
-        "maintenance.slt",
-        CatalogKind::Rest,
-        Some(Arc::new(crate::local_store::LocalHarness)),
-    )
-    .await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn statements() {
-    run_file("statements.slt", CatalogKind::Filesystem, memory()).await;
+    .expect("write");
+    run_file_at(&path, CatalogKind::Filesystem, memory(), Mode::Run)
+        .await
+        .expect_err("the scratch file is wrong");
+    run_file_at(&path, CatalogKind::Filesystem, memory(), Mode::Complete)
+        .await
+        .expect("completes");
+    let text = std::fs::read_to_string(&path).expect("read");
+    assert!(
+        text.contains("query IT rowsort\nSELECT id, v FROM c\n----\n1 one\n2 two\n"),
+        "{text}"
+    );
+    assert!(
+        text.starts_with("# schedule: filesystem/memory\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("# A wrong row and wrong letters.\n"),
+        "{text}"
+    );
+    assert!(
+        !text.contains("no such table"),
+        "the real error replaces it: {text}"
+    );
+    run_file_at(&path, CatalogKind::Filesystem, memory(), Mode::Run)
+        .await
+        .expect("the completed file passes");
 }

@@ -17,6 +17,7 @@ use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::DataType;
 use datafusion::arrow::util::display::array_value_to_string;
 use datafusion::arrow::util::pretty::pretty_format_batches;
+use paimon_lakestream::testing::Warehouse;
 use paimon_lakestream::LakeStreamContext;
 use tempfile::TempDir;
 
@@ -30,91 +31,66 @@ pub enum CatalogKind {
     Rest,
 }
 
-/// A warehouse in a temporary directory, with the catalog in front of it.
+/// A warehouse in a temporary directory, with the catalog in front of it:
+/// a [`Warehouse`] whose contexts can all name the memory test store.
 pub struct TestWarehouse {
-    _dir: TempDir,
+    inner: Warehouse,
     /// The test store every context of this warehouse can name as `memory`.
     pub memory: Arc<MemoryStoreFactory>,
-    options: HashMap<String, String>,
-    _server: Option<RestCatalogServer>,
+}
+
+impl std::ops::Deref for TestWarehouse {
+    type Target = Warehouse;
+
+    fn deref(&self) -> &Warehouse {
+        &self.inner
+    }
 }
 
 impl TestWarehouse {
     pub async fn new(kind: CatalogKind) -> Self {
-        let dir = tempfile::tempdir().expect("temporary directory");
-        let warehouse = dir.path().join("warehouse");
-        let (options, server) = match kind {
-            CatalogKind::Filesystem => {
-                std::fs::create_dir_all(&warehouse).expect("warehouse directory");
-                let options = HashMap::from([(
-                    "warehouse".to_string(),
-                    warehouse.to_string_lossy().into_owned(),
-                )]);
-                (options, None)
-            }
+        match kind {
+            CatalogKind::Filesystem => Self::wrap(Warehouse::filesystem()),
             CatalogKind::Rest => {
-                let server = RestCatalogServer::start(&warehouse)
+                let dir = tempfile::tempdir().expect("temporary directory");
+                let server = RestCatalogServer::start(&dir.path().join("warehouse"))
                     .await
                     .expect("REST catalog server");
-                (server.catalog_options(), Some(server))
+                let mut inner = Warehouse::new(dir, server.catalog_options());
+                inner.keep(Arc::new(server));
+                Self::wrap(inner)
             }
-        };
-        Self {
-            _dir: dir,
-            memory: Arc::new(MemoryStoreFactory::default()),
-            options,
-            _server: server,
         }
+    }
+
+    fn wrap(mut inner: Warehouse) -> Self {
+        let memory = Arc::new(MemoryStoreFactory::default());
+        inner
+            .register_store(Arc::clone(&memory) as Arc<dyn paimon_lakestream::store::StoreFactory>);
+        inner.keep(Arc::clone(&memory));
+        Self { inner, memory }
     }
 
     /// A filesystem catalog over a warehouse someone else owns (a store's
     /// cluster tiers into it); it is left in place when dropped.
     #[cfg_attr(not(feature = "fluss"), allow(dead_code))]
     pub fn existing(warehouse: &Path) -> Self {
-        Self {
-            _dir: tempfile::tempdir().expect("temporary directory"),
-            memory: Arc::new(MemoryStoreFactory::default()),
-            options: HashMap::from([(
-                "warehouse".to_string(),
-                warehouse.to_string_lossy().into_owned(),
-            )]),
-            _server: None,
-        }
+        Self::with_options(HashMap::from([(
+            "warehouse".to_string(),
+            warehouse.to_string_lossy().into_owned(),
+        )]))
     }
 
     /// A warehouse elsewhere (in a bucket of the S3 test server) reached
     /// with `options`; the temporary directory holds what a test puts
     /// beside it.
     pub fn with_options(options: HashMap<String, String>) -> Self {
-        Self {
-            _dir: tempfile::tempdir().expect("temporary directory"),
-            memory: Arc::new(MemoryStoreFactory::default()),
-            options,
-            _server: None,
-        }
+        Self::wrap(Warehouse::with_options(options))
     }
 
-    /// The temporary directory everything of this warehouse lives in.
-    pub fn path(&self) -> &Path {
-        self._dir.path()
-    }
-
-    /// The catalog options, without lake-stream options.
-    pub fn catalog_options(&self) -> HashMap<String, String> {
-        self.options.clone()
-    }
-
-    /// A context with this warehouse's catalog registered as `paimon`, plus `extra` options.
-    pub async fn context_with(&self, extra: &[(&str, &str)]) -> LakeStreamContext {
-        let mut options = self.catalog_options();
-        options.extend(extra.iter().map(|(k, v)| (k.to_string(), v.to_string())));
-        let mut ctx = LakeStreamContext::new();
-        ctx.store_registry()
-            .register(Arc::clone(&self.memory) as Arc<dyn paimon_lakestream::store::StoreFactory>);
-        ctx.register_catalog("paimon", options)
-            .await
-            .expect("register catalog");
-        ctx
+    /// The [`Warehouse`], for the `.slt` runs.
+    pub fn into_inner(self) -> Warehouse {
+        self.inner
     }
 }
 
