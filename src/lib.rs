@@ -5,6 +5,7 @@
 //! Paimon snapshots, `t$rt` reads the store. See `docs/concepts/lake-stream.md`.
 
 pub mod catalog;
+#[cfg(feature = "cli")]
 pub mod cli;
 mod context;
 pub mod error;
