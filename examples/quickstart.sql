@@ -1,5 +1,5 @@
 -- The quickstart: a Paimon table in lake-stream mode, from creation to tiering.
--- Run it with:  cargo run --bin lakestream-cli -- -f examples/quickstart.sql
+-- Run it with:  cargo run --bin lakestream-cli -- -e -f examples/quickstart.sql
 -- (a warehouse appears in ./warehouse; delete it to start over).
 
 -- 1. A lake-stream table: its name, schema and history live in Paimon, its

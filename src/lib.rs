@@ -6,6 +6,7 @@
 
 mod batch;
 pub mod catalog;
+#[cfg(feature = "cli")]
 pub mod cli;
 mod context;
 pub mod error;

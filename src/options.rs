@@ -213,7 +213,7 @@ impl CatalogStoreOptions {
         }
         crate::object_storage::check_options(options)?;
         let timeout = match options.get(TIMEOUT) {
-            Some(text) => parse_duration(text).map_err(|reason| Error::InvalidOption {
+            Some(text) => parse_timeout(text).map_err(|reason| Error::InvalidOption {
                 key: TIMEOUT.to_string(),
                 reason,
             })?,
@@ -273,6 +273,19 @@ impl CatalogStoreOptions {
     pub fn timeout(&self) -> Duration {
         self.timeout
     }
+}
+
+/// Parses [`TIMEOUT`]: a duration above zero (every store call would fail
+/// at once with zero).
+fn parse_timeout(text: &str) -> std::result::Result<Duration, String> {
+    let timeout = parse_duration(text)?;
+    if timeout.is_zero() {
+        return Err(format!(
+            "'{text}' is no time: every store call would fail at once; give a duration above \
+             zero, e.g. '30s' (the default)"
+        ));
+    }
+    Ok(timeout)
 }
 
 /// Parses a duration: a whole number followed by `ms`, `s`, `min` or `h`
@@ -578,6 +591,23 @@ mod tests {
                 .unwrap_err()
                 .to_string();
         assert!(err.contains("lakestream.timeout"), "{err}");
+    }
+
+    #[test]
+    fn a_zero_timeout_is_refused_naming_the_option() {
+        // Zero cannot work: every store call would time out at once.
+        for zero in ["0", "0s", "0 ms", "00min"] {
+            let err =
+                CatalogStoreOptions::from_catalog_options(&opts(&[("lakestream.timeout", zero)]))
+                    .unwrap_err()
+                    .to_string();
+            assert!(err.contains("lakestream.timeout"), "{zero}: {err}");
+            assert!(err.contains("above zero"), "{zero}: {err}");
+        }
+        let parsed =
+            CatalogStoreOptions::from_catalog_options(&opts(&[("lakestream.timeout", "1ms")]))
+                .unwrap();
+        assert_eq!(parsed.timeout(), Duration::from_millis(1));
     }
 
     /// Option text: keys and values with dots, quotes, `$`, `=`, whitespace

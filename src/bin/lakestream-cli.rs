@@ -7,18 +7,17 @@
 //! ```
 
 use std::collections::HashMap;
-use std::io::{IsTerminal, Read, Write};
+use std::io::{BufRead, IsTerminal};
 use std::path::Path;
 use std::process::ExitCode;
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use clap::{ArgMatches, CommandFactory, FromArgMatches, Parser};
-use datafusion::arrow::record_batch::RecordBatch;
 use paimon::catalog::{Catalog, Identifier};
 use paimon_lakestream::catalog::WhenOff;
-use paimon_lakestream::cli::print::{is_acknowledgement, write_batches, Format};
-use paimon_lakestream::cli::script::split_statements;
+use paimon_lakestream::cli::command::Flow;
+use paimon_lakestream::cli::print::Format;
+use paimon_lakestream::cli::runner::{ScriptOptions, ScriptRunner};
 use paimon_lakestream::cli::shell::{self, ShellOptions};
 use paimon_lakestream::name::{parse_table_name, parse_table_name_keeping_case, sql_name};
 use paimon_lakestream::{LakeStreamCatalog, LakeStreamContext};
@@ -66,6 +65,16 @@ struct Args {
     /// Print results only: no timing or acknowledgement lines.
     #[arg(short, long, global = true)]
     quiet: bool,
+
+    /// Print each statement (and backslash command) of `-c`, `-f` or
+    /// standard input before its result, as psql's `-e`.
+    #[arg(short = 'e', long = "echo-queries")]
+    echo: bool,
+
+    /// Print errors in full: DataFusion's whole message, plans included
+    /// (by default a long one is cut).
+    #[arg(long)]
+    verbose: bool,
 }
 
 #[derive(Debug, clap::Subcommand)]
@@ -146,50 +155,6 @@ fn catalog_options(args: &Args) -> Result<HashMap<String, String>, String> {
     Ok(options)
 }
 
-struct Runner {
-    ctx: LakeStreamContext,
-    format: Format,
-    quiet: bool,
-}
-
-impl Runner {
-    async fn run_statement(&mut self, sql: &str) -> Result<(), String> {
-        let started = Instant::now();
-        let df = self.ctx.execute(sql).await.map_err(|e| e.to_string())?;
-        let schema = Arc::clone(df.schema().inner());
-        let batches = df.collect().await.map_err(|e| e.to_string())?;
-        let elapsed = started.elapsed().as_secs_f64();
-        let stdout = std::io::stdout();
-        let mut out = stdout.lock();
-        let ack = is_acknowledgement(&batches);
-        if !ack {
-            write_batches(&mut out, self.format, &schema, &batches).map_err(|e| e.to_string())?;
-        }
-        if !self.quiet {
-            let rows: usize = batches.iter().map(RecordBatch::num_rows).sum();
-            let status = if ack {
-                format!("OK. Query took {elapsed:.3} seconds.")
-            } else {
-                format!("{rows} rows in set. Query took {elapsed:.3} seconds.")
-            };
-            // Machine-readable formats keep stdout for data.
-            if self.format == Format::Table {
-                writeln!(out, "{status}\n").map_err(|e| e.to_string())?;
-            } else {
-                eprintln!("{status}");
-            }
-        }
-        out.flush().map_err(|e| e.to_string())
-    }
-
-    async fn run_script(&mut self, text: &str) -> Result<(), String> {
-        for statement in split_statements(text) {
-            self.run_statement(&statement).await?;
-        }
-        Ok(())
-    }
-}
-
 async fn run(args: Args, matches: ArgMatches) -> Result<(), String> {
     let mut ctx = LakeStreamContext::new();
     ctx.register_catalog(&args.catalog, catalog_options(&args)?)
@@ -204,42 +169,66 @@ async fn run(args: Args, matches: ArgMatches) -> Result<(), String> {
         return tier_service(&ctx, &args.catalog, tables, *interval, *once, args.quiet).await;
     }
     let sources = sources_in_order(&args, &matches);
-    let mut runner = Runner {
+    if sources.is_empty() && std::io::stdin().is_terminal() {
+        let mut ctx = ctx;
+        return shell::run(
+            &mut ctx,
+            ShellOptions {
+                format: args.format,
+                quiet: args.quiet,
+                history: shell::default_history(),
+                verbose: args.verbose,
+            },
+        )
+        .await;
+    }
+    let mut runner = ScriptRunner::new(
         ctx,
-        format: args.format,
-        quiet: args.quiet,
-    };
+        ScriptOptions {
+            format: args.format,
+            quiet: args.quiet,
+            echo: args.echo,
+            verbose: args.verbose,
+        },
+    );
     if sources.is_empty() {
-        let mut stdin = std::io::stdin();
-        if stdin.is_terminal() {
-            let mut ctx = runner.ctx;
-            return shell::run(
-                &mut ctx,
-                ShellOptions {
-                    format: runner.format,
-                    quiet: runner.quiet,
-                    history: shell::default_history(),
-                },
-            )
-            .await;
-        }
-        let mut text = String::new();
-        stdin
-            .read_to_string(&mut text)
-            .map_err(|e| format!("cannot read standard input: {e}"))?;
-        return runner.run_script(&text).await;
+        return run_stdin(&mut runner).await;
     }
     for source in sources {
-        match source {
-            Source::Command(sql) => runner.run_script(&sql).await?,
+        let flow = match source {
+            Source::Command(sql) => runner.run_text(&sql).await?,
             Source::File(path) => {
                 let text = std::fs::read_to_string(&path)
                     .map_err(|e| format!("cannot read '{path}': {e}"))?;
-                runner.run_script(&text).await?;
+                runner.run_text(&text).await?
             }
+        };
+        if flow == Flow::Quit {
+            break;
         }
     }
     Ok(())
+}
+
+/// Runs standard input as a script, each statement as soon as its `;` has
+/// arrived: a thread reads the lines while statements run.
+async fn run_stdin(runner: &mut ScriptRunner) -> Result<(), String> {
+    let (lines, mut arriving) = tokio::sync::mpsc::channel::<std::io::Result<String>>(64);
+    std::thread::spawn(move || {
+        for line in std::io::stdin().lock().lines() {
+            // Closed: the script ended (`\q`, an error).
+            if lines.blocking_send(line).is_err() {
+                break;
+            }
+        }
+    });
+    while let Some(line) = arriving.recv().await {
+        let line = line.map_err(|e| format!("cannot read standard input: {e}"))?;
+        if runner.line(&line).await? == Flow::Quit {
+            return Ok(());
+        }
+    }
+    runner.finish().await.map(|_| ())
 }
 
 /// The lake-stream tables of the catalog.

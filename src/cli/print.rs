@@ -64,6 +64,14 @@ pub fn is_acknowledgement(batches: &[RecordBatch]) -> bool {
         )
 }
 
+/// Whether a statement's result says only that it was done, and the shells
+/// answer `OK` for it: `SQLContext`'s acknowledgement of DDL
+/// ([`is_acknowledgement`]), or a result without columns (`SET`,
+/// `CREATE EXTERNAL TABLE`, DataFusion's own DDL).
+pub fn acknowledges(schema: &SchemaRef, batches: &[RecordBatch]) -> bool {
+    schema.fields().is_empty() || is_acknowledgement(batches)
+}
+
 /// Writes one statement's result.
 pub fn write_batches(
     out: &mut dyn Write,
@@ -153,6 +161,24 @@ mod tests {
         let mut out = Vec::new();
         write_batches(&mut out, format, &schema, &batches).unwrap();
         String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn results_without_columns_are_acknowledgements() {
+        let none = Arc::new(Schema::empty());
+        assert!(acknowledges(&none, &[]));
+        let ok = RecordBatch::try_new(
+            Arc::new(Schema::new(vec![Field::new(
+                "result",
+                DataType::Utf8,
+                false,
+            )])),
+            vec![Arc::new(StringArray::from(vec!["OK"]))],
+        )
+        .unwrap();
+        assert!(acknowledges(&ok.schema(), std::slice::from_ref(&ok)));
+        let rows = Arc::new(Schema::new(vec![Field::new("id", DataType::Int32, false)]));
+        assert!(!acknowledges(&rows, &[]));
     }
 
     #[test]

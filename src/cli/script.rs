@@ -10,10 +10,26 @@ use datafusion::sql::sqlparser::tokenizer::{Token, Tokenizer, Whitespace};
 /// Text the tokenizer cannot read (an unterminated string, say) comes back as
 /// one statement, so that running it reports the error.
 pub fn split_statements(text: &str) -> Vec<String> {
-    let dialect = GenericDialect {};
-    let Ok(tokens) = Tokenizer::new(&dialect, text).tokenize_with_location() else {
+    let Some((mut statements, end)) = split_terminated(text) else {
         return non_blank(text).into_iter().collect();
     };
+    if let Some(rest) = text.get(end..) {
+        if has_content(rest) {
+            statements.extend(non_blank(rest));
+        }
+    }
+    statements
+}
+
+/// The statements of `text` that end with a top-level `;`, and the byte
+/// offset just after the last such `;` (0 when there is none): what follows
+/// is an unfinished statement, or only whitespace and comments. `None` when
+/// the tokenizer cannot read the text (an open string, say).
+fn split_terminated(text: &str) -> Option<(Vec<String>, usize)> {
+    let dialect = GenericDialect {};
+    let tokens = Tokenizer::new(&dialect, text)
+        .tokenize_with_location()
+        .ok()?;
     let offsets = LineOffsets::new(text);
     let mut statements = Vec::new();
     let mut start = 0;
@@ -33,17 +49,102 @@ pub fn split_statements(text: &str) -> Vec<String> {
                 start = end + 1;
                 has_content = false;
             }
-            Token::Whitespace(Whitespace::Space | Whitespace::Newline | Whitespace::Tab)
-            | Token::Whitespace(Whitespace::SingleLineComment { .. })
-            | Token::Whitespace(Whitespace::MultiLineComment(_))
-            | Token::EOF => {}
+            token if is_blank(token) => {}
             _ => has_content = true,
         }
     }
-    if has_content {
-        statements.extend(text.get(start..).and_then(non_blank));
+    Some((statements, start.min(text.len())))
+}
+
+fn is_blank(token: &Token) -> bool {
+    matches!(
+        token,
+        Token::Whitespace(
+            Whitespace::Space
+                | Whitespace::Newline
+                | Whitespace::Tab
+                | Whitespace::SingleLineComment { .. }
+                | Whitespace::MultiLineComment(_)
+        ) | Token::EOF
+    )
+}
+
+/// Whether `text` holds more than whitespace and comments (text the
+/// tokenizer cannot read counts as content).
+fn has_content(text: &str) -> bool {
+    match Tokenizer::new(&GenericDialect {}, text).tokenize() {
+        Ok(tokens) => !tokens.iter().all(is_blank),
+        Err(_) => !text.trim().is_empty(),
     }
-    statements
+}
+
+/// A line of a script, once it is complete: a statement (without its `;`)
+/// or a backslash command.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Item {
+    /// A statement, as written (comments before it included).
+    Statement(String),
+    /// A line that starts with `\` between statements, trimmed.
+    Command(String),
+}
+
+/// Cuts a script into statements and backslash commands as its lines
+/// arrive, so that each statement can run as soon as its `;` has arrived
+/// (piped standard input need not be closed first), the way the interactive
+/// shell does:
+///
+/// - a line that starts with `\` where no statement is open (before the
+///   first statement, or after a `;`) is a command;
+/// - anything else is SQL; every statement whose `;` has arrived is handed
+///   out, the text after the last `;` waits for more lines;
+/// - at the end ([`Self::finish`]) what waits is a statement, even without
+///   a `;`.
+#[derive(Debug, Default)]
+pub struct Assembler {
+    pending: String,
+}
+
+impl Assembler {
+    /// An assembler with nothing pending.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Takes one line (with or without its line ending) and returns what it
+    /// completed.
+    pub fn line(&mut self, line: &str) -> Vec<Item> {
+        let line = line.strip_suffix('\n').unwrap_or(line);
+        let line = line.strip_suffix('\r').unwrap_or(line);
+        if line.trim_start().starts_with('\\') && !has_content(&self.pending) {
+            // Comments before a command go with it.
+            self.pending.clear();
+            return vec![Item::Command(line.trim().to_string())];
+        }
+        self.pending.push_str(line);
+        self.pending.push('\n');
+        // Only a line with a `;` can complete a statement: the others need
+        // not tokenize what waits again.
+        if !line.contains(';') {
+            return Vec::new();
+        }
+        let Some((statements, end)) = split_terminated(&self.pending) else {
+            return Vec::new();
+        };
+        if end == 0 {
+            return Vec::new();
+        }
+        self.pending.drain(..end);
+        statements.into_iter().map(Item::Statement).collect()
+    }
+
+    /// The end of the script: what waits, as statements.
+    pub fn finish(&mut self) -> Vec<Item> {
+        let pending = std::mem::take(&mut self.pending);
+        split_statements(&pending)
+            .into_iter()
+            .map(Item::Statement)
+            .collect()
+    }
 }
 
 fn non_blank(text: &str) -> Option<String> {
@@ -120,6 +221,77 @@ mod tests {
                 proptest::prop_assert!(text.contains(&statement));
             }
         }
+    }
+
+    fn items(lines: &[&str]) -> Vec<Vec<Item>> {
+        let mut assembler = Assembler::new();
+        let mut out: Vec<Vec<Item>> = lines.iter().map(|l| assembler.line(l)).collect();
+        out.push(assembler.finish());
+        out
+    }
+
+    fn statement(text: &str) -> Item {
+        Item::Statement(text.to_string())
+    }
+
+    #[test]
+    fn statements_are_handed_out_when_their_semicolon_arrives() {
+        assert_eq!(
+            items(&["SELECT 1;", "SELECT", "2; SELECT 3", ";", "SELECT 4"]),
+            vec![
+                vec![statement("SELECT 1")],
+                vec![],
+                vec![statement("SELECT\n2")],
+                vec![statement("SELECT 3")],
+                vec![],
+                vec![statement("SELECT 4")],
+            ]
+        );
+        // A `;` in a string, a quoted name or a comment ends nothing.
+        assert_eq!(
+            items(&["SELECT 'a;", "b' AS \"x;\" -- ;", "FROM t /* ; */;"]),
+            vec![
+                vec![],
+                vec![],
+                vec![statement("SELECT 'a;\nb' AS \"x;\" -- ;\nFROM t /* ; */")],
+                vec![],
+            ]
+        );
+    }
+
+    #[test]
+    fn backslash_lines_between_statements_are_commands() {
+        assert_eq!(
+            items(&[
+                "SELECT 1;",
+                "\\pset format csv",
+                "-- a comment",
+                "  \\q  ",
+                "SELECT 2;"
+            ]),
+            vec![
+                vec![statement("SELECT 1")],
+                vec![Item::Command("\\pset format csv".into())],
+                vec![],
+                vec![Item::Command("\\q".into())],
+                vec![statement("SELECT 2")],
+                vec![],
+            ]
+        );
+        // Inside a statement, such a line is SQL (here: part of a string).
+        assert_eq!(
+            items(&["SELECT 'a", "\\q';"]),
+            vec![vec![], vec![statement("SELECT 'a\n\\q'")], vec![]]
+        );
+        // Comments after a `;` do not open a statement.
+        assert_eq!(
+            items(&["SELECT 1; -- done", "\\q"]),
+            vec![
+                vec![statement("SELECT 1")],
+                vec![Item::Command("\\q".into())],
+                vec![]
+            ]
+        );
     }
 
     #[test]

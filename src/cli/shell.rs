@@ -27,22 +27,12 @@ use rustyline::hint::Hinter;
 use rustyline::validate::{ValidationContext, ValidationResult, Validator};
 use rustyline::{Editor, Helper};
 
-use super::print::{is_acknowledgement, write_part, Format};
+use super::command::{self, Command, Flow, Frontend};
+use super::errors;
+use super::print::{acknowledges, write_part, Format};
 use super::script::split_statements;
 use crate::progress::{running_work, WorkStatus};
 use crate::LakeStreamContext;
-
-const HELP: &str = "\
-Statements end with ';' and may span lines. Commands:
-  \\q              quit (or Ctrl-D)
-  \\?              this help
-  \\d              list tables
-  \\d NAME         describe a table (columns, and options of Paimon tables)
-  \\pset format F  output format: table, csv, json, ndjson
-  \\quiet [on|off] hide or show row counts and timing
-Ctrl-C cancels a running query (a streaming t$rt read runs until cancelled).
-lake-stream: `t` reads Paimon snapshots, `t$rt` the store's fresh rows;
-CALL sys.lakestream_tier('db.t') tiers now; SET lakestream.scan_mode = 'streaming'.";
 
 /// Settings of a shell session.
 #[derive(Debug, Clone)]
@@ -53,6 +43,8 @@ pub struct ShellOptions {
     pub quiet: bool,
     /// Where history is kept; `None`: not kept.
     pub history: Option<PathBuf>,
+    /// Errors in full (DataFusion's plans included).
+    pub verbose: bool,
 }
 
 /// Where the shell keeps its history: `$LAKESTREAM_HISTORY`, else `~/.lakestream_history`.
@@ -153,9 +145,17 @@ pub async fn run(ctx: &mut LakeStreamContext, mut options: ShellOptions) -> Resu
         }
         let trimmed = input.trim();
         if trimmed.starts_with('\\') {
-            match command(ctx, trimmed, &mut options).await {
-                Ok(true) => continue,
-                Ok(false) => break,
+            let mut shell = Shell {
+                ctx: &mut *ctx,
+                options: &mut options,
+            };
+            let flow = match Command::parse(trimmed) {
+                Ok(parsed) => command::execute(&mut shell, &parsed).await,
+                Err(e) => Err(e),
+            };
+            match flow {
+                Ok(Flow::Continue) => continue,
+                Ok(Flow::Quit) => break,
                 Err(e) => {
                     eprintln!("Error: {e}");
                     continue;
@@ -171,45 +171,32 @@ pub async fn run(ctx: &mut LakeStreamContext, mut options: ShellOptions) -> Resu
     Ok(())
 }
 
-/// A backslash command; `Ok(false)` ends the shell.
-async fn command(
-    ctx: &mut LakeStreamContext,
-    line: &str,
-    options: &mut ShellOptions,
-) -> Result<bool, String> {
-    let words: Vec<&str> = line.split_whitespace().collect();
-    match words.as_slice() {
-        ["\\q"] | ["\\quit"] => return Ok(false),
-        ["\\?"] | ["\\h"] | ["\\help"] => println!("{HELP}"),
-        ["\\d"] => {
-            run_statement(
-                ctx,
-                "SELECT table_catalog, table_schema, table_name, table_type \
-                 FROM information_schema.tables \
-                 WHERE table_schema <> 'information_schema' \
-                 ORDER BY table_catalog, table_schema, table_name",
-                options,
-            )
-            .await?;
-        }
-        ["\\d", name] => {
-            run_statement(ctx, &format!("DESCRIBE {name}"), options).await?;
-            // Paimon tables show their options, lake-stream ones included.
-            let options_sql = format!("SELECT key, value FROM {name}$options ORDER BY key");
-            if ctx.sql(&options_sql).await.is_ok() {
-                run_statement(ctx, &options_sql, options).await?;
-            }
-        }
-        ["\\pset", "format", format] => {
-            options.format = format.parse()?;
-            println!("Output format is {}.", options.format);
-        }
-        ["\\quiet"] => options.quiet = !options.quiet,
-        ["\\quiet", "on"] => options.quiet = true,
-        ["\\quiet", "off"] => options.quiet = false,
-        _ => return Err(format!("unknown command '{line}'; \\? lists the commands")),
+/// The shell, as backslash commands see it.
+struct Shell<'a> {
+    ctx: &'a mut LakeStreamContext,
+    options: &'a mut ShellOptions,
+}
+
+impl Frontend for Shell<'_> {
+    fn context(&mut self) -> &mut LakeStreamContext {
+        self.ctx
     }
-    Ok(true)
+
+    fn set_format(&mut self, format: Format) {
+        self.options.format = format;
+    }
+
+    fn set_quiet(&mut self, quiet: Option<bool>) {
+        self.options.quiet = quiet.unwrap_or(!self.options.quiet);
+    }
+
+    fn say(&mut self, text: &str) {
+        println!("{text}");
+    }
+
+    async fn statement(&mut self, sql: &str) -> Result<(), String> {
+        run_statement(self.ctx, sql, self.options).await
+    }
 }
 
 /// Runs one statement and prints its result. Ctrl-C cancels it.
@@ -255,18 +242,19 @@ async fn execute(
     options: &ShellOptions,
     progress: &Progress,
 ) -> Result<Shown, String> {
-    let df = ctx.execute(sql).await.map_err(|e| e.to_string())?;
+    let describe = |e: datafusion::error::DataFusionError| errors::describe(&e, options.verbose);
+    let df = ctx.execute(sql).await.map_err(describe)?;
     let schema = Arc::clone(df.schema().inner());
     // Planned once: a t$rt read fixes its end when it is planned.
-    let plan = df.create_physical_plan().await.map_err(|e| e.to_string())?;
+    let plan = df.create_physical_plan().await.map_err(describe)?;
     let streaming = matches!(plan.boundedness(), Boundedness::Unbounded { .. });
     let mut stream = datafusion::physical_plan::execute_stream(plan, ctx.session().task_ctx())
-        .map_err(|e| e.to_string())?;
+        .map_err(describe)?;
     let mut rows = 0;
     if streaming {
         // Rows as they arrive, until the stream ends or Ctrl-C.
         while let Some(batch) = stream.next().await {
-            let batch = batch.map_err(|e| e.to_string())?;
+            let batch = batch.map_err(describe)?;
             if batch.num_rows() == 0 {
                 continue;
             }
@@ -283,11 +271,11 @@ async fn execute(
     }
     let mut batches: Vec<RecordBatch> = Vec::new();
     while let Some(batch) = stream.next().await {
-        let batch = batch.map_err(|e| e.to_string())?;
+        let batch = batch.map_err(describe)?;
         rows += batch.num_rows();
         batches.push(batch);
     }
-    if is_acknowledgement(&batches) {
+    if acknowledges(&schema, &batches) {
         return Ok(Shown::Acknowledged);
     }
     progress.stop();

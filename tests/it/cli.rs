@@ -587,3 +587,238 @@ fn turning_off_while_the_store_is_down_says_the_count_is_unknown_and_its_advice_
         "3"
     );
 }
+
+/// Runs `lakestream-cli` on `warehouse` with `input` on standard input.
+fn cli_with_input(warehouse: &Path, args: &[&str], input: &str) -> Output {
+    use std::io::Write;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_lakestream-cli"))
+        .arg("--warehouse")
+        .arg(warehouse)
+        .args(args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run lakestream-cli");
+    let mut stdin = child.stdin.take().expect("stdin");
+    stdin.write_all(input.as_bytes()).expect("write stdin");
+    drop(stdin);
+    child.wait_with_output().expect("wait for lakestream-cli")
+}
+
+#[test]
+fn backslash_commands_work_in_piped_input_and_files() {
+    let dir = tempfile::tempdir().unwrap();
+    // psql's and datafusion-cli's way: `\q` ends the script, with success.
+    let out = cli_with_input(
+        dir.path(),
+        &[],
+        "SELECT 1 AS one;\n\\pset format csv\n-- a comment\nSELECT 2 AS two;\n\\q\nSELECT 3 AS three;\n",
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(text.contains("| one |"), "{text}");
+    assert!(text.contains("two\n2\n"), "{text}");
+    assert!(!text.contains("three"), "{text}");
+
+    // The same in a file given with -f, and a command after -f's `\q` stops
+    // the later sources too.
+    let script = dir.path().join("script.sql");
+    std::fs::write(
+        &script,
+        "\\quiet on\nSELECT 4 AS four;\n\\pset format ndjson\nSELECT 5 AS five;\n\\q\nSELECT 6 AS six;",
+    )
+    .unwrap();
+    let out = cli(
+        dir.path(),
+        &["-f", script.to_str().unwrap(), "-c", "SELECT 7 AS seven"],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(text.contains("| four |"), "{text}");
+    assert!(!text.contains("rows in set"), "{text}");
+    assert!(text.ends_with("{\"five\":5}\n"), "{text}");
+
+    // An unknown command fails the script like a failing statement.
+    let out = cli_with_input(dir.path(), &["-q"], "\\nope\nSELECT 8 AS eight;\n");
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("unknown command '\\nope'"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!stdout(&out).contains("eight"), "{}", stdout(&out));
+}
+
+#[test]
+fn piped_statements_run_before_standard_input_is_closed() {
+    use std::io::{BufRead, BufReader, Write};
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_lakestream-cli"))
+        .arg("--warehouse")
+        .arg(dir.path())
+        .args(["-q", "--format", "csv"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run lakestream-cli");
+    let mut stdin = child.stdin.take().expect("stdin");
+    let stdout = child.stdout.take().expect("stdout");
+    let (lines, arriving) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            if lines.send(line.unwrap_or_default()).is_err() {
+                break;
+            }
+        }
+    });
+    // The statement's `;` line arrives; standard input stays open.
+    stdin.write_all(b"SELECT 41 + 1\n  AS answer;\n").unwrap();
+    stdin.flush().unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    let mut seen = Vec::new();
+    while !seen.iter().any(|line: &String| line == "42") {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        match arriving.recv_timeout(left) {
+            Ok(line) => seen.push(line),
+            Err(e) => {
+                let _ = child.kill();
+                panic!("no answer before standard input was closed ({e}): {seen:?}");
+            }
+        }
+    }
+    // A second statement, then the end of input.
+    stdin.write_all(b"SELECT 'second' AS s;\n").unwrap();
+    drop(stdin);
+    let status = child.wait().expect("wait for lakestream-cli");
+    assert!(status.success());
+    let rest: Vec<String> = arriving.iter().collect();
+    assert!(rest.contains(&"second".to_string()), "{seen:?} {rest:?}");
+}
+
+#[test]
+fn echo_prints_each_statement_before_its_result() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("script.sql");
+    std::fs::write(
+        &script,
+        "-- the first\nSELECT 1 AS first;\n\\quiet on\nSELECT 2 AS second;\n",
+    )
+    .unwrap();
+    let out = cli(dir.path(), &["-e", "-f", script.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    let at = |needle: &str| {
+        text.find(needle)
+            .unwrap_or_else(|| panic!("no {needle:?} in:\n{text}"))
+    };
+    assert!(
+        at("-- the first\nSELECT 1 AS first;\n") < at("| first |"),
+        "{text}"
+    );
+    assert!(at("| first |") < at("\\quiet on\n"), "{text}");
+    assert!(at("\\quiet on\n") < at("SELECT 2 AS second;\n"), "{text}");
+    assert!(at("SELECT 2 AS second;\n") < at("| second |"), "{text}");
+    // Without -e, no statement is printed.
+    let out = cli(dir.path(), &["-f", script.to_str().unwrap()]);
+    assert!(!stdout(&out).contains("SELECT"), "{}", stdout(&out));
+    // In the machine-readable formats the echo goes to standard error,
+    // with the status lines, and standard output keeps the data.
+    let out = cli(
+        dir.path(),
+        &[
+            "--echo-queries",
+            "--format",
+            "csv",
+            "-c",
+            "SELECT 3 AS third",
+        ],
+    );
+    assert_eq!(stdout(&out), "third\n3\n");
+    assert!(
+        stderr(&out).contains("SELECT 3 AS third;"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn a_pipeline_breaking_query_says_what_it_did_briefly() {
+    let dir = tempfile::tempdir().unwrap();
+    let sql = "CREATE TABLE c (id INT) WITH ('lakestream.enabled' = 'true'); \
+               SET lakestream.scan_mode = 'streaming'; \
+               SELECT count(*) FROM c$rt";
+    let out = cli(dir.path(), &["-q", "-c", sql]);
+    assert!(!out.status.success());
+    let err = stderr(&out);
+    assert!(
+        err.contains("into an aggregation (count, GROUP BY, ...) (AggregateExec)"),
+        "{err}"
+    );
+    assert!(err.contains("SET lakestream.scan_mode = 'batch'"), "{err}");
+    assert!(!err.contains("AggregateExec {"), "{err}");
+    assert!(err.len() < 1000, "{} bytes: {err}", err.len());
+    // --verbose shows DataFusion's whole message, plan included.
+    let again = "SET lakestream.scan_mode = 'streaming'; SELECT count(*) FROM c$rt";
+    let out = cli(dir.path(), &["-q", "--verbose", "-c", again]);
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("AggregateExec {"), "{}", stderr(&out));
+}
+
+#[test]
+fn statements_that_change_settings_answer_ok() {
+    let dir = tempfile::tempdir().unwrap();
+    let location = dir.path().join("default.db").join("t");
+    let sql = format!(
+        "CREATE TABLE t (id INT); \
+         SET lakestream.scan_mode = 'batch'; \
+         CREATE EXTERNAL TABLE datafusion.public.x STORED AS PAIMON LOCATION '{}'",
+        location.display()
+    );
+    let out = cli(dir.path(), &["-c", &sql]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert_eq!(text.matches("OK. Query took").count(), 3, "{text}");
+    assert!(!text.contains("rows in set"), "{text}");
+}
+
+#[test]
+fn a_zero_timeout_is_refused_naming_the_option() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = cli(
+        dir.path(),
+        &["--option", "lakestream.timeout=0", "-c", "SELECT 1"],
+    );
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("lakestream.timeout"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(stderr(&out).contains("above zero"), "{}", stderr(&out));
+    // In a session it is refused too (it is a catalog option), and so is
+    // an external table's OPTIONS.
+    let out = cli(dir.path(), &["-c", "SET lakestream.timeout = '0'"]);
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("'lakestream.timeout'"),
+        "{}",
+        stderr(&out)
+    );
+    let out = cli(
+        dir.path(),
+        &[
+            "-c",
+            "CREATE TABLE t (id INT)",
+            "-c",
+            &format!(
+                "CREATE EXTERNAL TABLE datafusion.public.x STORED AS PAIMON LOCATION '{}' \
+                 OPTIONS ('lakestream.timeout' '0ms')",
+                dir.path().join("default.db").join("t").display()
+            ),
+        ],
+    );
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("above zero"), "{}", stderr(&out));
+}

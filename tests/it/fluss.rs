@@ -48,6 +48,7 @@ impl Cluster {
     /// [`Self::start`], with more of the script's environment (e.g.
     /// `FLUSS_TABLETS`).
     pub(crate) fn start_with(dir: &Path, env: &[(&str, &str)]) -> Result<Self, String> {
+        assert_fluss_wanted();
         std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
         let state_file = dir.join("cluster.state");
         // The coordinator checks Paimon tables our catalog changes
@@ -252,6 +253,18 @@ pub(crate) fn assert_tiering_wanted() {
     );
 }
 
+/// A Fluss cluster starts only when the Fluss tests are wanted: a binary
+/// built without `LAKESTREAM_FLUSS=0` but run with it fails rather than
+/// starts a cluster the run was asked to leave out (cargo rebuilds when the
+/// variable changes, which ignores the Fluss tests: see build.rs).
+pub(crate) fn assert_fluss_wanted() {
+    assert!(
+        std::env::var("LAKESTREAM_FLUSS").as_deref() != Ok("0") || cfg!(fluss_off),
+        "LAKESTREAM_FLUSS=0, but this test binary was built without it: run it through \
+         cargo, which rebuilds it and ignores the Fluss tests"
+    );
+}
+
 /// A closed loopback port: connecting to it is refused at once.
 pub(crate) fn closed_port() -> String {
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind a loopback port");
@@ -319,6 +332,10 @@ impl StoreHarness for FlussHarness {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    fluss_off,
+    ignore = "LAKESTREAM_FLUSS=0: the Fluss tests are left out (they start a Fluss cluster: Java 17, Maven, Maven Central)"
+)]
 async fn conformance_fluss() {
     let cluster = tokio::task::spawn_blocking(cluster)
         .await
@@ -385,6 +402,10 @@ pub(crate) async fn open(
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    fluss_off,
+    ignore = "LAKESTREAM_FLUSS=0: the Fluss tests are left out (they start a Fluss cluster: Java 17, Maven, Maven Central)"
+)]
 async fn fluss_tables_match_paimon_and_hide_system_columns() {
     let cluster = tokio::task::spawn_blocking(cluster).await.expect("cluster");
     let (_w, ctx) = open(&FlussHarness::on(cluster), StoreCondition::Reachable).await;
@@ -460,6 +481,10 @@ async fn fluss_tables_match_paimon_and_hide_system_columns() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    fluss_off,
+    ignore = "LAKESTREAM_FLUSS=0: the Fluss tests are left out (they start a Fluss cluster: Java 17, Maven, Maven Central)"
+)]
 async fn a_fluss_table_that_does_not_match_is_an_error() {
     let cluster = tokio::task::spawn_blocking(cluster).await.expect("cluster");
     let connection = cluster.connection().await;
@@ -542,6 +567,10 @@ async fn a_fluss_table_that_does_not_match_is_an_error() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    fluss_off,
+    ignore = "LAKESTREAM_FLUSS=0: the Fluss tests are left out (they start a Fluss cluster: Java 17, Maven, Maven Central)"
+)]
 async fn a_catalog_fluss_does_not_tier_into_is_refused() {
     let cluster = tokio::task::spawn_blocking(cluster).await.expect("cluster");
     let harness = FlussHarness::on(cluster);
@@ -566,6 +595,10 @@ async fn a_catalog_fluss_does_not_tier_into_is_refused() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    fluss_off,
+    ignore = "LAKESTREAM_FLUSS=0: the Fluss tests are left out (they start a Fluss cluster: Java 17, Maven, Maven Central)"
+)]
 async fn a_missing_fluss_table_is_named() {
     let cluster = tokio::task::spawn_blocking(cluster).await.expect("cluster");
     let (_w, ctx) = open(&FlussHarness::on(cluster), StoreCondition::Reachable).await;
@@ -598,6 +631,10 @@ async fn a_missing_fluss_table_is_named() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    fluss_off,
+    ignore = "LAKESTREAM_FLUSS=0: the Fluss tests are left out (they start a Fluss cluster: Java 17, Maven, Maven Central)"
+)]
 async fn an_unreachable_cluster_is_named_and_leaves_the_catalog_working() {
     let cluster = tokio::task::spawn_blocking(cluster).await.expect("cluster");
     let harness = FlussHarness::on(cluster);
@@ -626,6 +663,10 @@ async fn an_unreachable_cluster_is_named_and_leaves_the_catalog_working() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    fluss_off,
+    ignore = "LAKESTREAM_FLUSS=0: the Fluss tests are left out (they start a Fluss cluster: Java 17, Maven, Maven Central)"
+)]
 async fn options_are_checked_and_secrets_stay_hidden() {
     let cluster = tokio::task::spawn_blocking(cluster).await.expect("cluster");
     let secret = "n0t-for-your-eyes";
@@ -686,6 +727,10 @@ pub(crate) async fn eventually(
 /// Paimon tables. It runs on a cluster of its own, so no other test sees
 /// tiering; `LAKESTREAM_FLUSS_TIERING=0` at build time ignores it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    all(fluss_off, not(fluss_tiering_off)),
+    ignore = "LAKESTREAM_FLUSS=0: the Fluss tests are left out (they start a Fluss cluster: Java 17, Maven, Maven Central)"
+)]
 #[cfg_attr(
     fluss_tiering_off,
     ignore = "LAKESTREAM_FLUSS_TIERING=0: Fluss's tiering service is not started"
@@ -820,6 +865,10 @@ async fn tiering_end_to_end() {
 /// holds it: the same rows in a plain Paimon table and in `t$rt` of a log
 /// table (Arrow appends) and a primary-key table (row upserts).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    fluss_off,
+    ignore = "LAKESTREAM_FLUSS=0: the Fluss tests are left out (they start a Fluss cluster: Java 17, Maven, Maven Central)"
+)]
 async fn every_supported_type_goes_through_fluss() {
     let cluster = tokio::task::spawn_blocking(cluster).await.expect("cluster");
     let (_w, ctx) = open(&FlussHarness::on(cluster), StoreCondition::Reachable).await;
@@ -865,6 +914,10 @@ async fn every_supported_type_goes_through_fluss() {
 /// `docs/fluss.md` is a walkthrough on a real cluster: its SQL runs here, in
 /// order, on the test cluster, as the shell of its section 2 opens it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    fluss_off,
+    ignore = "LAKESTREAM_FLUSS=0: the Fluss tests are left out (they start a Fluss cluster: Java 17, Maven, Maven Central)"
+)]
 async fn the_fluss_walkthrough_runs() {
     let cluster = tokio::task::spawn_blocking(cluster)
         .await
@@ -901,6 +954,10 @@ async fn the_fluss_walkthrough_runs() {
 /// shows only the new table's rows, and errors about missing or replaced
 /// tables say what happened.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    fluss_off,
+    ignore = "LAKESTREAM_FLUSS=0: the Fluss tests are left out (they start a Fluss cluster: Java 17, Maven, Maven Central)"
+)]
 async fn another_process_dropping_and_creating_a_table_is_seen() {
     let cluster = tokio::task::spawn_blocking(cluster).await.expect("cluster");
     let harness = FlussHarness::on(cluster);

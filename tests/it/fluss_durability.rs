@@ -149,6 +149,10 @@ async fn missing(ctx: &LakeStreamContext, acked: &[BTreeSet<i32>; 2]) -> Vec<Vec
 /// Replicated three times, with acks=all: `kill -9` of the server leading
 /// each table's bucket, restarted with its data, loses no acknowledged row.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    fluss_off,
+    ignore = "LAKESTREAM_FLUSS=0: the Fluss tests are left out (they start a Fluss cluster: Java 17, Maven, Maven Central)"
+)]
 async fn replicated_tables_keep_acknowledged_writes_across_a_leader_crash() {
     let _heavy = crate::fluss::heavy().await;
     let (cluster, _warehouse, ctx) = tables("crash-replicated", 3, ZK_SESSION).await;
@@ -181,6 +185,10 @@ async fn replicated_tables_keep_acknowledged_writes_across_a_leader_crash() {
 /// loss is a tail of the last writes before the crash, and writing goes on
 /// after the restart. docs/fluss.md states it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    fluss_off,
+    ignore = "LAKESTREAM_FLUSS=0: the Fluss tests are left out (they start a Fluss cluster: Java 17, Maven, Maven Central)"
+)]
 async fn one_replica_loses_at_most_the_writes_since_the_last_checkpoint() {
     let _heavy = crate::fluss::heavy().await;
     let (cluster, _warehouse, ctx) = tables("crash-single", 1, ZK_SESSION).await;
@@ -243,6 +251,10 @@ async fn tablets_up(cluster: &Cluster) -> usize {
 /// readable, and goes through once the server is back, which can then
 /// restart again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    fluss_off,
+    ignore = "LAKESTREAM_FLUSS=0: the Fluss tests are left out (they start a Fluss cluster: Java 17, Maven, Maven Central)"
+)]
 async fn a_drop_waits_until_every_replica_is_up() {
     let _heavy = crate::fluss::heavy().await;
     let (cluster, _warehouse, ctx) = tables("drop-down", 3, ZK_SESSION).await;

@@ -299,6 +299,10 @@ fn drain(record: &mut Record, lines: &Receiver<(usize, String)>) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    fluss_off,
+    ignore = "LAKESTREAM_FLUSS=0: the Fluss tests are left out (they start a Fluss cluster: Java 17, Maven, Maven Central)"
+)]
 async fn fluss_history() {
     let _heavy = crate::fluss::heavy().await;
     let seed: u64 = std::env::var("LAKESTREAM_FLUSS_HISTORY_SEED")

@@ -105,6 +105,10 @@ async fn fluss_table_exists(cluster: &Cluster, table: &str) -> bool {
 /// how to wait for them; the mode stays on and nothing is lost.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[cfg_attr(
+    all(fluss_off, not(fluss_tiering_off)),
+    ignore = "LAKESTREAM_FLUSS=0: the Fluss tests are left out (they start a Fluss cluster: Java 17, Maven, Maven Central)"
+)]
+#[cfg_attr(
     fluss_tiering_off,
     ignore = "LAKESTREAM_FLUSS_TIERING=0: Fluss's tiering service is not started"
 )]
@@ -153,6 +157,10 @@ async fn turning_off_with_untiered_rows_is_refused_with_a_count() {
 /// that planned before the change) never land over later writes to Paimon.
 /// Turning the mode on again starts it again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    all(fluss_off, not(fluss_tiering_off)),
+    ignore = "LAKESTREAM_FLUSS=0: the Fluss tests are left out (they start a Fluss cluster: Java 17, Maven, Maven Central)"
+)]
 #[cfg_attr(
     fluss_tiering_off,
     ignore = "LAKESTREAM_FLUSS_TIERING=0: Fluss's tiering service is not started"
@@ -218,6 +226,10 @@ async fn fluss_upsert(cluster: &Cluster, table: &str, k: i32, v: &str) {
 /// again over them is refused, with how many wait and the ways out, and the
 /// newer row stays.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    all(fluss_off, not(fluss_tiering_off)),
+    ignore = "LAKESTREAM_FLUSS=0: the Fluss tests are left out (they start a Fluss cluster: Java 17, Maven, Maven Central)"
+)]
 #[cfg_attr(
     fluss_tiering_off,
     ignore = "LAKESTREAM_FLUSS_TIERING=0: Fluss's tiering service is not started"
@@ -289,6 +301,10 @@ async fn turning_on_over_rows_fluss_got_after_off_is_refused_once_paimon_has_new
 /// (it touches only the catalog), and the notice says what could not be
 /// done and what to do, rather than naming a tiering command Fluss has not.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    fluss_off,
+    ignore = "LAKESTREAM_FLUSS=0: the Fluss tests are left out (they start a Fluss cluster: Java 17, Maven, Maven Central)"
+)]
 async fn turning_off_while_fluss_is_unreachable_says_what_to_do() {
     let cluster = any_cluster().await;
     let harness = FlussHarness::on(cluster);
@@ -319,6 +335,10 @@ async fn turning_off_while_fluss_is_unreachable_says_what_to_do() {
 /// the Fluss table too, so a table created again under the name never
 /// shows the old rows, and Fluss's tiering never writes into it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    all(fluss_off, not(fluss_tiering_off)),
+    ignore = "LAKESTREAM_FLUSS=0: the Fluss tests are left out (they start a Fluss cluster: Java 17, Maven, Maven Central)"
+)]
 #[cfg_attr(
     fluss_tiering_off,
     ignore = "LAKESTREAM_FLUSS_TIERING=0: Fluss's tiering service is not started"
@@ -383,6 +403,10 @@ async fn dropping_a_table_whose_mode_is_off_drops_its_fluss_table() {
 /// table created later under its name: turning the mode on refuses it,
 /// naming it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    fluss_off,
+    ignore = "LAKESTREAM_FLUSS=0: the Fluss tests are left out (they start a Fluss cluster: Java 17, Maven, Maven Central)"
+)]
 async fn a_fluss_table_left_by_another_drop_is_not_attached() {
     let cluster = any_cluster().await;
     let harness = FlussHarness::on(cluster);
@@ -445,6 +469,10 @@ fn signal(pid: &str, signal: &str) {
 /// fails and says so, leaving the table; with the tablet server down,
 /// reads and writes say what failed, never that Fluss has no table.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    fluss_off,
+    ignore = "LAKESTREAM_FLUSS=0: the Fluss tests are left out (they start a Fluss cluster: Java 17, Maven, Maven Central)"
+)]
 async fn errors_say_what_failed_while_a_server_is_down() {
     let dir = std::env::temp_dir().join(format!(
         "paimon-lakestream-fluss-down-{}",
@@ -539,6 +567,10 @@ async fn errors_say_what_failed_while_a_server_is_down() {
 /// on, and turning the mode on again resumes tiering. (No tiering service
 /// is needed: only the table's property is looked at.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    fluss_off,
+    ignore = "LAKESTREAM_FLUSS=0: the Fluss tests are left out (they start a Fluss cluster: Java 17, Maven, Maven Central)"
+)]
 async fn writes_are_refused_while_fluss_does_not_tier_the_table() {
     use fluss::metadata::{AlterConfig, AlterConfigOpType, AlterTableChanges};
     let cluster = any_cluster().await;

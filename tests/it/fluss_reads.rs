@@ -60,6 +60,10 @@ async fn timed(ctx: &paimon_lakestream::LakeStreamContext, sql: &str) -> (Vec<St
 /// Fluss does not hold, from any client) is read to its end at once, and
 /// DELETE and UPDATE, which read `t$rt` first, keep working.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    fluss_off,
+    ignore = "LAKESTREAM_FLUSS=0: the Fluss tests are left out (they start a Fluss cluster: Java 17, Maven, Maven Central)"
+)]
 async fn a_log_that_ends_in_a_batch_without_records_is_read() {
     let cluster = tokio::task::spawn_blocking(cluster).await.expect("cluster");
     let (_w, ctx) = open(&FlussHarness::on(cluster), StoreCondition::Reachable).await;
@@ -92,6 +96,10 @@ async fn a_log_that_ends_in_a_batch_without_records_is_read() {
 /// record that shows where it ends. The read says so within the request
 /// timeout, never reads a wrong result, and works again after a write.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    fluss_off,
+    ignore = "LAKESTREAM_FLUSS=0: the Fluss tests are left out (they start a Fluss cluster: Java 17, Maven, Maven Central)"
+)]
 async fn a_log_of_only_batches_without_records_is_explained() {
     let cluster = tokio::task::spawn_blocking(cluster).await.expect("cluster");
     let (_w, ctx) = open(&FlussHarness::on(cluster), StoreCondition::Reachable).await;
@@ -115,6 +123,10 @@ async fn a_log_of_only_batches_without_records_is_explained() {
 /// one change-log record each, and nothing a crash could split. (A key it
 /// does not hold goes as an upsert and then its delete: below.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    fluss_off,
+    ignore = "LAKESTREAM_FLUSS=0: the Fluss tests are left out (they start a Fluss cluster: Java 17, Maven, Maven Central)"
+)]
 async fn a_delete_of_held_keys_is_only_their_deletes() {
     let cluster = tokio::task::spawn_blocking(cluster).await.expect("cluster");
     let (_w, ctx) = open(&FlussHarness::on(cluster), StoreCondition::Reachable).await;
@@ -140,6 +152,10 @@ async fn a_delete_of_held_keys_is_only_their_deletes() {
 /// Item 1: a DELETE never becomes a batch without records, even of a key
 /// another process deleted first: Fluss logs records for it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    fluss_off,
+    ignore = "LAKESTREAM_FLUSS=0: the Fluss tests are left out (they start a Fluss cluster: Java 17, Maven, Maven Central)"
+)]
 async fn two_processes_deleting_one_row_leave_records() {
     let cluster = tokio::task::spawn_blocking(cluster).await.expect("cluster");
     let harness = FlussHarness::on(cluster);
@@ -179,6 +195,10 @@ async fn two_processes_deleting_one_row_leave_records() {
 /// held) reaches Paimon through tiering. Tiering keeps running after deletes
 /// and inserts while it tiers (item 8).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    all(fluss_off, not(fluss_tiering_off)),
+    ignore = "LAKESTREAM_FLUSS=0: the Fluss tests are left out (they start a Fluss cluster: Java 17, Maven, Maven Central)"
+)]
 #[cfg_attr(
     fluss_tiering_off,
     ignore = "LAKESTREAM_FLUSS_TIERING=0: Fluss's tiering service is not started"
