@@ -763,8 +763,14 @@ fn wrapped_kind(error: &(dyn std::error::Error + Send + Sync + 'static)) -> Opti
 /// The DataFusion boundary: an error of ours that travelled through paimon or
 /// DataFusion (as an `External` source) comes back as the plan error it is.
 pub fn surface(error: DataFusionError) -> DataFusionError {
+    let direct = matches!(&error, DataFusionError::External(e) if e.is::<Error>());
     match find_ours(&error) {
         Some(ours) if ours.kind().is_users_to_fix() => DataFusionError::Plan(ours.to_string()),
+        Some(ours) if ours.kind() == ErrorKind::Internal => {
+            DataFusionError::Internal(ours.to_string())
+        }
+        // Wrapped in paimon's "data invalid": our text alone, no dump.
+        Some(ours) if !direct => DataFusionError::Execution(ours.to_string()),
         _ => error,
     }
 }
@@ -850,6 +856,21 @@ mod tests {
             Error::DataFusion(through_datafusion).kind(),
             ErrorKind::Corrupt
         );
+    }
+
+    #[test]
+    fn a_store_error_through_paimon_surfaces_as_its_own_text() {
+        let timeout = Error::StoreTimeout {
+            store: "memory".to_string(),
+            operation: "attach the table".to_string(),
+            timeout: std::time::Duration::from_millis(300),
+        };
+        let text = timeout.to_string();
+        let wrapped = paimon_datafusion::to_datafusion_error(paimon::Error::from(timeout));
+        match surface(wrapped) {
+            DataFusionError::Execution(message) => assert_eq!(message, text),
+            other => panic!("expected our text alone, got {other}"),
+        }
     }
 
     #[test]

@@ -5,7 +5,9 @@ use datafusion::error::DataFusionError;
 
 /// The longest message shown in full by default; a longer one (DataFusion
 /// prints whole plans into some) is cut, and says how to see all of it.
-pub const SHORT_LIMIT: usize = 600;
+/// This crate's own messages end with what to do, and stay well under it
+/// (the longest template is about 750 characters before its names and paths).
+pub const SHORT_LIMIT: usize = 1500;
 
 /// The message of `error` for a person: in full when `verbose`, otherwise
 /// DataFusion's "pipeline breaking" refusal as a sentence about the

@@ -56,7 +56,8 @@ fn split_terminated(text: &str) -> Option<(Vec<String>, usize)> {
     Some((statements, start.min(text.len())))
 }
 
-fn is_blank(token: &Token) -> bool {
+/// Whether `token` is whitespace, a comment or the end of the text.
+pub(crate) fn is_blank(token: &Token) -> bool {
     matches!(
         token,
         Token::Whitespace(

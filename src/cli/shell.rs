@@ -18,7 +18,7 @@ use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::physical_plan::execution_plan::Boundedness;
 use datafusion::physical_plan::ExecutionPlanProperties;
 use datafusion::sql::sqlparser::dialect::GenericDialect;
-use datafusion::sql::sqlparser::tokenizer::{Token, Tokenizer, Whitespace};
+use datafusion::sql::sqlparser::tokenizer::{Token, Tokenizer};
 use futures::StreamExt;
 use rustyline::completion::Completer;
 use rustyline::error::ReadlineError;
@@ -30,7 +30,7 @@ use rustyline::{Editor, Helper};
 use super::command::{self, Command, Flow, Frontend};
 use super::errors;
 use super::print::{acknowledges, write_part, Format};
-use super::script::split_statements;
+use super::script::{is_blank, split_statements};
 use crate::progress::{running_work, WorkStatus};
 use crate::LakeStreamContext;
 
@@ -96,18 +96,7 @@ pub fn is_complete(input: &str) -> bool {
         .rev()
         .find(|t| !matches!(t, Token::Whitespace(_) | Token::EOF))
         .is_some_and(|t| matches!(t, Token::SemiColon))
-        || tokens.iter().all(|t| {
-            matches!(
-                t,
-                Token::Whitespace(
-                    Whitespace::Space
-                        | Whitespace::Newline
-                        | Whitespace::Tab
-                        | Whitespace::SingleLineComment { .. }
-                        | Whitespace::MultiLineComment(_)
-                ) | Token::EOF
-            )
-        })
+        || tokens.iter().all(is_blank)
 }
 
 /// Runs the shell until `\q` or end of input.

@@ -147,6 +147,8 @@ impl LazyStore {
             .await
             .map_err(|e| match e {
                 e @ (Error::StoreTimeout { .. } | Error::StoreUnavailable { .. }) => e,
+                // A misspelt store option is not an outage.
+                e if e.kind().is_users_to_fix() => e,
                 other => Error::StoreUnavailable {
                     store: self.identifier.clone(),
                     reason: other.to_string(),
