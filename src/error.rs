@@ -695,9 +695,20 @@ impl From<Error> for DataFusionError {
 }
 
 impl Error {
-    /// As a [`DataFusionError`] (see its `From`).
+    /// As a [`DataFusionError`] (see its `From`), for an error raised while
+    /// a statement is planned.
     pub(crate) fn into_datafusion(self) -> DataFusionError {
         self.into()
+    }
+
+    /// As a [`DataFusionError`] for an error raised while a statement runs:
+    /// never a plan error ("during planning"), whatever its kind.
+    pub(crate) fn into_run_time(self) -> DataFusionError {
+        match self {
+            e @ (Error::DataFusion(_) | Error::Paimon(_)) => e.into(),
+            e if e.kind().is_users_to_fix() => DataFusionError::External(Box::new(e)),
+            e => e.into(),
+        }
     }
 }
 
@@ -831,6 +842,18 @@ mod tests {
             DataFusionError::from(bug),
             DataFusionError::Internal(_)
         ));
+    }
+
+    #[test]
+    fn an_error_raised_while_running_never_says_during_planning() {
+        let missing = Error::StoreTableMissing {
+            store: "memory".to_string(),
+            table: "db.t".to_string(),
+        };
+        let text = missing.to_string();
+        let error = missing.into_run_time();
+        assert!(!error.to_string().contains("during planning"), "{error}");
+        assert!(error.to_string().ends_with(&text), "{error}");
     }
 
     #[test]

@@ -75,12 +75,12 @@ impl DataSink for StoreSink {
                 crate::batch::cast_to(&target, batch.columns().to_vec(), batch.num_rows());
             futures::future::ready(converted.map_err(Into::into))
         });
-        let store = self.store.get().await.map_err(Error::into_datafusion)?;
+        let store = self.store.get().await.map_err(Error::into_run_time)?;
         let started = self
             .store
             .bounded("start a write", store.start_write(&self.table, self.kind))
             .await
-            .map_err(Error::into_datafusion)?;
+            .map_err(Error::into_run_time)?;
         let Some(mut write) = started else {
             // The store takes a write whole.
             let batches: Vec<RecordBatch> = rows.try_collect().await?;
@@ -96,7 +96,7 @@ impl DataSink for StoreSink {
                 })
                 .await
                 .map_err(|e| self.outcome_unknown(e))
-                .map_err(Error::into_datafusion)?;
+                .map_err(Error::into_run_time)?;
             return Ok(written);
         };
         // Rows go to the store as they arrive; nothing is visible before
@@ -123,14 +123,14 @@ impl DataSink for StoreSink {
                     },
                     other => other,
                 }
-                .into_datafusion());
+                .into_run_time());
             }
         }
         self.store
             .bounded("write rows", write.commit())
             .await
             .map_err(|e| self.outcome_unknown(e))
-            .map_err(Error::into_datafusion)
+            .map_err(Error::into_run_time)
     }
 }
 

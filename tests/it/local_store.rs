@@ -328,3 +328,25 @@ async fn a_table_moves_to_another_store_when_turned_off_and_on() {
     run(&b, "CALL sys.lakestream_tier('default.t')").await;
     assert_eq!(sorted_ids(&a, "SELECT id FROM t").await, vec![1, 2, 3]);
 }
+
+/// A write learns that the store lost the table while it runs: its error
+/// names the table, and does not claim it was raised "during planning".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_whose_store_table_is_gone_fails_at_run_time() {
+    use crate::support::{run, try_run};
+
+    let warehouse = TestWarehouse::new(crate::support::CatalogKind::Filesystem).await;
+    let ctx = store_at(&warehouse, "store").await;
+    run(
+        &ctx,
+        "CREATE TABLE t (id INT) WITH ('lakestream.enabled' = 'true')",
+    )
+    .await;
+    run(&ctx, "INSERT INTO t VALUES (1)").await;
+    std::fs::remove_dir_all(warehouse.path().join("store")).expect("remove the store");
+    let error = try_run(&ctx, "INSERT INTO t VALUES (2)")
+        .await
+        .expect_err("the store has no table for t");
+    assert!(error.contains("default.t"), "{error}");
+    assert!(!error.contains("during planning"), "{error}");
+}
