@@ -449,6 +449,15 @@ load_state() {
 }
 
 component_pid() { cat "$STATE_DIR/pids/$1.pid" 2>/dev/null || true; }
+
+# Whether process $1 is alive: not gone, not a zombie. Right after `spawn`,
+# the pid may still be the shell about to exec java, whose command line
+# lacks the marker, so a start waits on this rather than on pid_is_ours.
+pid_alive() {
+    local state
+    state="$(ps -o stat= -p "$1" 2>/dev/null)" || return 1
+    [[ -n "$state" && "$state" != Z* ]]
+}
 marker() { echo "-Dpaimon.lakestream.fluss.state=$STATE_DIR"; }
 
 component_running() {
@@ -808,7 +817,7 @@ cmd_tiering_start() {
     # Up = the entry point printed its job id and the source and committer tasks are RUNNING.
     local i pid; pid="$(component_pid tiering)"
     for ((i = 0; i < START_TIMEOUT * 2; i++)); do
-        if ! pid_is_ours "$pid" "$(marker)"; then
+        if ! pid_alive "$pid"; then
             tail_logs tiering; die "the tiering service exited"
         fi
         if grep -q "Starting data tiering service" "$STATE_DIR/log/tiering.out" 2>/dev/null \
