@@ -256,9 +256,12 @@ impl Kind {
             ),
             Kind::AddColumn => (
                 "`ALTER TABLE t ADD COLUMN`",
-                H::Allowed,
-                E::None,
-                "rows the store holds read the new column as NULL",
+                H::Checked,
+                E::Catalog,
+                "rows the store holds read the new column as NULL. Refused on a store whose \
+                 tiering keeps columns of its own after the table's (Fluss): its tables keep \
+                 the columns they had when the mode was turned on. Create a table with the \
+                 columns wanted and copy the rows",
                 Some("ALTER TABLE {t} ADD COLUMN w INT"),
             ),
             Kind::ColumnChange => (

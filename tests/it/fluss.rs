@@ -478,6 +478,24 @@ async fn fluss_tables_match_paimon_and_hide_system_columns() {
         .await,
     );
     assert_eq!(columns, vec!["k", "n", "v"]);
+
+    // Fluss fixes the columns: a column added to Paimon would come after
+    // the system columns, so ADD COLUMN is refused and changes nothing.
+    let error = fails(&ctx, "ALTER TABLE fx_shape ADD COLUMN extra INT").await;
+    assert!(
+        error.contains("ADD COLUMN extra") && error.contains("__bucket, __offset, __timestamp"),
+        "{error}"
+    );
+    let paimon_table = catalog
+        .get_table(&paimon::catalog::Identifier::new("default", "fx_shape"))
+        .await
+        .expect("paimon table");
+    assert_eq!(paimon_table.schema().fields().len(), names.len());
+    run(&ctx, "INSERT INTO fx_shape VALUES (3, 'after', 30)").await;
+    assert_eq!(
+        lines(&run(&ctx, "SELECT * FROM fx_shape$rt").await),
+        vec!["1|paimon|10", "2|fluss|20", "3|after|30"]
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,0 +1,578 @@
+//! The store's side of a lake-stream table's life, as the catalog drives
+//! it: creating a table and attaching its store table (dropping the Paimon
+//! table again when the store refuses), turning the mode on and off
+//! (tiering first, or stopping the store's own tiering), dropping a table
+//! with its store's rows, tiering on request and maintenance under the
+//! store's commit lock. The guards that decide whether a statement may run
+//! at all stay in the decorator ([`super`]).
+
+use super::*;
+
+impl LakeStreamCatalog {
+    /// `CREATE TABLE ... WITH ('lakestream.enabled'='true')`: the Paimon table
+    /// is created, then the store-side table; if the store refuses, the Paimon
+    /// table is dropped again, so nothing is half-created.
+    pub(super) async fn create_lakestream_table(
+        &self,
+        identifier: &Identifier,
+        creation: Schema,
+        ignore_if_exists: bool,
+    ) -> Result<()> {
+        check_name_can_enable(identifier)?;
+        check_type_can_enable(
+            identifier,
+            creation.options(),
+            creation.fields(),
+            creation.primary_keys(),
+            &self.store,
+        )?;
+        let store = self
+            .store
+            .require("'lakestream.enabled'='true'", identifier)?;
+        // Created first, so a binding to local disk names the directory as
+        // it resolves.
+        store.get().await?;
+        let binding = store.binding()?;
+        if let Some(given) = creation.options().get(options::STORE_BINDING) {
+            if !store.is_bound_as(given)? {
+                return Err(binding_not_settable());
+            }
+        }
+        let creation = with_option(creation, options::STORE_BINDING, &binding)?;
+        match self.inner.get_table(identifier).await {
+            Ok(existing) if ignore_if_exists => {
+                return self.finish_existing(&existing, store).await;
+            }
+            Ok(_) => {
+                return Err(paimon::Error::TableAlreadyExist {
+                    full_name: identifier.full_name(),
+                }
+                .into())
+            }
+            Err(paimon::Error::TableNotExist { .. }) => {}
+            Err(e) => return Err(e.into()),
+        }
+        self.create_fresh(identifier, creation, ignore_if_exists)
+            .await?;
+        // A crash here leaves a lake-stream table its store has no table
+        // for; the next `CREATE TABLE IF NOT EXISTS` attaches it.
+        crate::store::local::failpoint("create-before-attach");
+        let attached = async {
+            let table = self.inner.get_table(identifier).await?;
+            store
+                .call("attach the table", |s| async move {
+                    s.attach_table(&table).await
+                })
+                .await
+        }
+        .await;
+        if let Err(e) = attached {
+            // Best effort: the attach error is the one to report.
+            let _ = self.inner.drop_table(identifier, true).await;
+            return Err(e);
+        }
+        Ok(())
+    }
+
+    /// `CREATE TABLE IF NOT EXISTS` over an existing table changes nothing,
+    /// except that a lake-stream table this store serves is attached again
+    /// (attaching is idempotent): a `CREATE` cut short between the Paimon
+    /// table and the store's leaves a table every read and write of `t$rt`
+    /// refuses, and the statement that made it is the one a user or a
+    /// script runs again. A plain table, or one bound to another store, is
+    /// left as it is.
+    pub(super) async fn finish_existing(
+        &self,
+        existing: &Table,
+        store: &Arc<LazyStore>,
+    ) -> Result<()> {
+        let table_options = existing.schema().options();
+        if !options::is_enabled(table_options) {
+            return Ok(());
+        }
+        if let Some(recorded) = table_options.get(options::STORE_BINDING) {
+            if !store.is_bound_as(recorded)? {
+                return Ok(());
+            }
+        }
+        let table = existing.clone();
+        store
+            .call("attach the table", |s| async move {
+                s.attach_table(&table).await
+            })
+            .await
+    }
+
+    /// Creates the Paimon table with nothing in it. A drop cut short (a
+    /// killed process) can leave a dropped table's snapshots where the
+    /// filesystem catalog puts the new table: they would bring the dropped
+    /// table's rows back, so the leftovers are dropped and the table made
+    /// again.
+    pub(super) async fn create_fresh(
+        &self,
+        identifier: &Identifier,
+        creation: Schema,
+        ignore_if_exists: bool,
+    ) -> Result<()> {
+        for _ in 0..2 {
+            self.inner
+                .create_table(identifier, creation.clone(), ignore_if_exists)
+                .await?;
+            let table = self.inner.get_table(identifier).await?;
+            if table
+                .snapshot_manager()
+                .get_latest_snapshot_id()
+                .await?
+                .is_none()
+            {
+                return Ok(());
+            }
+            self.inner.drop_table(identifier, true).await?;
+        }
+        Err(Error::Internal(format!(
+            "'{}' was created over snapshots of a dropped table that could not be removed",
+            identifier.full_name()
+        )))
+    }
+
+    /// Turning the mode on for an existing table: the store-side table is
+    /// attached first, so a store that refuses leaves the option unset. The
+    /// table is checked with the options it has after `changes`. Answers the
+    /// store binding to record with the table (`None`: no such table).
+    ///
+    /// A table whose mode is on stays with the store it is bound to; one
+    /// whose mode is off moves to this catalog's store.
+    pub(super) async fn enable(
+        &self,
+        identifier: &Identifier,
+        changes: &[SchemaChange],
+    ) -> Result<Option<String>> {
+        check_name_can_enable(identifier)?;
+        let table = match self.inner.get_table(identifier).await {
+            Ok(table) => table,
+            // The wrapped catalog reports a missing table its own way.
+            Err(paimon::Error::TableNotExist { .. }) => return Ok(None),
+            Err(e) => return Err(e.into()),
+        };
+        let schema = table.schema();
+        let options = options_after(schema.options(), changes);
+        check_type_can_enable(
+            identifier,
+            &options,
+            schema.fields(),
+            schema.primary_keys(),
+            &self.store,
+        )?;
+        check_no_tombstones("set 'lakestream.enabled'='true' on", &table, &options).await?;
+        let store = self
+            .store
+            .require("'lakestream.enabled'='true'", identifier)?;
+        store.get().await?;
+        if options::is_enabled(schema.options()) {
+            store.check_binding("turning the mode on for", &table)?;
+        }
+        let binding = store.binding()?;
+        let moved = match schema.options().get(options::STORE_BINDING) {
+            Some(recorded) if !store.is_bound_as(recorded)? => Some(recorded.clone()),
+            _ => None,
+        };
+        store
+            .call("attach the table", |s| async move {
+                s.attach_table(&table).await
+            })
+            .await?;
+        if let Some(recorded) = moved {
+            self.notice(format!(
+                "lake-stream mode of '{}' is on, served by store '{binding}' from now on; it \
+                 was bound to '{recorded}'. Rows that may still wait there are not served \
+                 here",
+                identifier.full_name()
+            ));
+        }
+        Ok(Some(binding))
+    }
+}
+
+/// How a `DROP` removes one table.
+pub(super) enum DropPlan {
+    /// Only the catalog's table: the store holds nothing this catalog can
+    /// tell of (a plain table, or one whose mode is off and that this
+    /// catalog's store never served).
+    Catalog,
+    /// The catalog's table and the store's side, through this store.
+    WithStore(Arc<LazyStore>),
+}
+
+impl LakeStreamCatalog {
+    /// How `identifier` is dropped, or why it cannot be. A table whose mode
+    /// is on is dropped only through the store serving it, with its rows
+    /// there: a catalog that names no store, or another store, refuses, so
+    /// no drop ever leaves rows a table created later under the name could
+    /// show. A table whose mode is off but that records this catalog's
+    /// store drops the store's side too (rows left there when the mode was
+    /// turned off without tiering).
+    pub(super) async fn drop_plan(
+        &self,
+        identifier: &Identifier,
+        operation: &str,
+    ) -> Result<DropPlan> {
+        let parsed = identifier.parsed_object_name()?;
+        if parsed.branch().is_some() || parsed.system_table().is_some() {
+            // Never a lake-stream table of its own.
+            return Ok(DropPlan::Catalog);
+        }
+        let table = match self.inner.get_table(identifier).await {
+            Ok(table) => table,
+            // The wrapped catalog reports a missing table its own way.
+            Err(paimon::Error::TableNotExist { .. }) => return Ok(DropPlan::Catalog),
+            Err(e) => return Err(e.into()),
+        };
+        let table_options = table.schema().options();
+        let enabled = options::is_enabled(table_options);
+        let recorded = table_options.get(options::STORE_BINDING);
+        if !enabled && recorded.is_none() {
+            return Ok(DropPlan::Catalog);
+        }
+        let refuse = |reason: String| Error::DropUnreachable {
+            operation: operation.to_string(),
+            table: identifier.full_name(),
+            recorded: match recorded {
+                Some(binding) => format!(
+                    "store '{binding}' (table option '{}')",
+                    options::STORE_BINDING
+                ),
+                None => {
+                    "the store that turned its mode on (no store binding is recorded)".to_string()
+                }
+            },
+            reason,
+        };
+        let Ok(store) = self.store.require("dropping", identifier) else {
+            if !enabled {
+                return Ok(DropPlan::Catalog);
+            }
+            return Err(refuse(format!("catalog '{}' names no store", self.name)));
+        };
+        let ours = match recorded {
+            Some(recorded) => store.is_bound_as(recorded)?,
+            None => true,
+        };
+        match (ours, enabled) {
+            (true, _) => Ok(DropPlan::WithStore(Arc::clone(store))),
+            (false, false) => Ok(DropPlan::Catalog),
+            (false, true) => Err(refuse(format!(
+                "this catalog's store is '{}'",
+                store.binding()?
+            ))),
+        }
+    }
+
+    /// Drops `identifier` as `plan` says.
+    pub(super) async fn drop_as_planned(
+        &self,
+        identifier: &Identifier,
+        ignore_if_not_exists: bool,
+        plan: DropPlan,
+    ) -> paimon::Result<()> {
+        let DropPlan::WithStore(store) = plan else {
+            return self
+                .inner
+                .drop_table(identifier, ignore_if_not_exists)
+                .await;
+        };
+        // The store's rows go with the table: a table created later under
+        // the same name must not find them. The store decides the order.
+        let inner = &self.inner;
+        store
+            .call("drop the table", |s| async move {
+                let drop_in_catalog = Box::pin(async move {
+                    inner
+                        .drop_table(identifier, ignore_if_not_exists)
+                        .await
+                        .map_err(Error::from)
+                });
+                s.drop_with_catalog(identifier, drop_in_catalog).await
+            })
+            .await
+            .map_err(paimon::Error::from)
+    }
+
+    /// `DROP DATABASE ... CASCADE`: first drops every table of `database`
+    /// that has a store side, as `DROP TABLE` does, so the store's rows go
+    /// too. Every table is checked before any is dropped: one this catalog
+    /// cannot drop with its store's side refuses the whole statement.
+    pub(super) async fn drop_tables_of(&self, database: &str) -> Result<()> {
+        let names = match self.inner.list_tables(database).await {
+            Ok(names) => names,
+            // The wrapped catalog reports a missing database its own way.
+            Err(paimon::Error::DatabaseNotExist { .. }) => return Ok(()),
+            Err(e) => return Err(e.into()),
+        };
+        let operation = format!("DROP DATABASE '{database}' CASCADE");
+        let mut planned = Vec::new();
+        for name in names {
+            let identifier = Identifier::new(database, name);
+            if let DropPlan::WithStore(store) = self.drop_plan(&identifier, &operation).await? {
+                planned.push((identifier, store));
+            }
+        }
+        for (identifier, store) in planned {
+            self.drop_as_planned(&identifier, true, DropPlan::WithStore(store))
+                .await?;
+        }
+        Ok(())
+    }
+}
+
+/// `creation` with the option `key` set to `value`. (`Schema` has no
+/// setter; its serialized form does.)
+pub(super) fn with_option(creation: Schema, key: &str, value: &str) -> Result<Schema> {
+    let copy_error = |e: serde_json::Error| Error::Internal(format!("cannot copy a schema: {e}"));
+    let mut json = serde_json::to_value(&creation).map_err(copy_error)?;
+    match json.get_mut("options") {
+        Some(serde_json::Value::Object(options)) => {
+            options.insert(
+                key.to_string(),
+                serde_json::Value::String(value.to_string()),
+            );
+        }
+        _ => return Err(Error::Internal("a schema without options".to_string())),
+    }
+    serde_json::from_value(json).map_err(copy_error)
+}
+
+/// What tiering does with a table whose lake-stream mode is off.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WhenOff {
+    /// Refuse with [`Error::TierNotLakeStream`]: `lakestream_tier` and
+    /// `CALL sys.lakestream_tier`, and the service's round over every
+    /// lake-stream table.
+    Refuse,
+    /// Tier what the store still holds for the table: rows acknowledged
+    /// before the mode was turned off that the store could not tier then.
+    /// For a table the operator names (`lakestream-cli tier --table`). A store
+    /// that holds nothing for the table has nothing to tier.
+    Tier,
+}
+
+impl LakeStreamCatalog {
+    /// Tiers the store's rows of `identifier` into Paimon now.
+    pub async fn tier(&self, identifier: &Identifier, when_off: WhenOff) -> Result<TierReport> {
+        let table = self.get_table(identifier).await?;
+        let enabled = options::is_enabled(table.schema().options());
+        if !enabled && when_off == WhenOff::Refuse {
+            // Tiering rows of a table whose writes now go to Paimon could
+            // commit older store rows over newer Paimon ones.
+            return Err(Error::TierNotLakeStream {
+                table: identifier.full_name(),
+            });
+        }
+        let store = self.store.require("tiering", identifier)?;
+        store.get().await?;
+        store.check_binding("tiering", &table)?;
+        let tiered = store
+            .call("tier", |s| async move { s.tier(&table).await })
+            .await;
+        match tiered {
+            Err(Error::StoreTableMissing { .. }) if !enabled => Ok(TierReport::default()),
+            other => other,
+        }
+    }
+}
+
+impl LakeStreamCatalog {
+    /// Runs maintenance `work` (a compaction, an expiry, an orphan file
+    /// removal asked for with `CALL`) on the table at `identifier`. On a
+    /// lake-stream table of this catalog's store it runs under the store's
+    /// commit lock ([`crate::store::LakestreamStore::with_commit_lock`]), with the table
+    /// loaded again once the lock is held, so it never races that store's
+    /// tiering commits, nor the maintenance that follows them.
+    pub(crate) async fn maintain<T, F>(&self, identifier: &Identifier, work: F) -> Result<T>
+    where
+        T: Send,
+        F: for<'a> FnOnce(&'a Table) -> BoxFuture<'a, Result<T>> + Send,
+    {
+        let table = self.get_table(identifier).await?;
+        let ours = match (
+            options::is_enabled(table.schema().options()),
+            self.store.require("maintenance", identifier),
+        ) {
+            (true, Ok(lazy)) => {
+                let store = lazy.get().await?;
+                // A table another store serves is that store's to lock.
+                lazy.check_binding("maintaining", &table)
+                    .is_ok()
+                    .then_some(store)
+            }
+            _ => None,
+        };
+        let Some(store) = ours else {
+            return work(&table).await;
+        };
+        let mut out = None;
+        store
+            .with_commit_lock(
+                identifier,
+                Box::pin(async {
+                    let table = self.get_table(identifier).await?;
+                    out = Some(work(&table).await?);
+                    Ok(())
+                }),
+            )
+            .await?;
+        out.ok_or_else(|| {
+            Error::Internal(format!(
+                "lakestream store '{}' ran no maintenance of '{}' under its commit lock",
+                store.identifier(),
+                identifier.full_name()
+            ))
+        })
+    }
+
+    /// Turning the mode off: the store tiers what Paimon lacks first, where it
+    /// can. Off succeeds store or no store: it touches only the catalog;
+    /// what could not be tiered is left in the store, and a notice says so,
+    /// with how many rows wait (or that the count is unknown, and why) and
+    /// the command that tiers them. A store whose own service tiers stops
+    /// that service tiering the table, and refuses (the one error) while it
+    /// holds rows the service has not tiered yet. Answers the table as it
+    /// was when the store stopped its service tiering it, so that the
+    /// service can be started again if changing the option fails.
+    pub(super) async fn disable(&self, identifier: &Identifier) -> Result<Option<Table>> {
+        let Ok(Some(table)) = self.lakestream_table(identifier).await else {
+            return Ok(None);
+        };
+        let name = identifier.full_name();
+        let Ok(store) = self.store.require("turning the mode off", identifier) else {
+            // Only a catalog that names a store turns the mode on, so the
+            // table was written through one; this catalog cannot ask it.
+            self.notice(format!(
+                "lake-stream mode of '{name}' is off. Catalog '{}' names no store, so it cannot \
+                 tell whether rows of '{name}' may still wait in the store the table used, not \
+                 yet tiered into Paimon. Before writing to '{name}' again, tier them through \
+                 that store: {}, with this catalog's --warehouse and --option flags (the \
+                 embedded store is --store local)",
+                self.name,
+                tier_command(identifier, None)
+            ));
+            return Ok(None);
+        };
+        // A store that cannot be reached is reported as such, below.
+        let mismatch = match store.get().await {
+            Ok(_) => store.check_binding("tiering", &table).err(),
+            Err(_) => None,
+        };
+        if let Some(e) = mismatch {
+            // Its rows are in another store, which this catalog cannot ask.
+            self.notice(format!(
+                "lake-stream mode of '{name}' is off, but this catalog could not tier first: \
+                 {e}. Rows of '{name}' may still wait in the store it is bound to; before \
+                 writing to '{name}' again, tier them through that store: {}",
+                tier_command(identifier, None)
+            ));
+            return Ok(None);
+        }
+        let tiered = store
+            .call("tier before turning the mode off", |s| {
+                let table = table.clone();
+                async move { s.tier(&table).await }
+            })
+            .await;
+        let error = match tiered {
+            Ok(_) => return Ok(None),
+            Err(Error::TieringElsewhere { store: id }) => {
+                let stopped = store
+                    .call("stop tiering before turning the mode off", |s| {
+                        let table = table.clone();
+                        async move { s.stop_tiering(&table).await }
+                    })
+                    .await;
+                let notice = match stopped {
+                    Ok(()) => {
+                        self.notice(format!(
+                            "lake-stream mode of '{name}' is off; store '{id}' held no rows of \
+                             '{name}' that Paimon lacks, and its tiering service no longer \
+                             tiers the table"
+                        ));
+                        return Ok(Some(table));
+                    }
+                    Err(e @ Error::UntieredRows { .. }) => return Err(e),
+                    Err(Error::StoreTableMissing { .. }) => format!(
+                        "lake-stream mode of '{name}' is off; store '{id}' has no table for \
+                         '{name}', so no rows of it wait there"
+                    ),
+                    Err(e) => not_stopped_notice(&name, &id, &e),
+                };
+                self.notice(notice);
+                return Ok(None);
+            }
+            Err(e) if store.capabilities().tiering == Tiering::ByItsService => {
+                // Its tiering service may still tier what it holds.
+                self.notice(not_stopped_notice(&name, store.identifier(), &e));
+                return Ok(None);
+            }
+            Err(e) => e,
+        };
+        let waiting = match store
+            .call("count rows waiting", |s| async move {
+                s.pending_rows(&table).await
+            })
+            .await
+        {
+            Ok(rows) => format!("{rows} rows wait in it, not yet in Paimon"),
+            Err(Error::StoreUnavailable { .. } | Error::StoreTimeout { .. }) => {
+                "how many rows wait in it is unknown: the store could not be reached to count \
+                 them"
+                    .to_string()
+            }
+            Err(e) => format!("how many rows wait in it is unknown: counting them failed ({e})"),
+        };
+        self.notice(format!(
+            "lake-stream mode of '{name}' is off, but store '{}' could not tier first ({error}); \
+             {waiting}. Once the store works, and before writing to '{name}' again, tier them: \
+             {}, with this catalog's --warehouse and --option flags",
+            store.identifier(),
+            tier_command(identifier, Some(store.identifier()))
+        ));
+        Ok(None)
+    }
+}
+
+/// The notice of turning the mode of `name` off when `store`, whose own
+/// service tiers, could not be asked to stop it (`error`).
+pub(super) fn not_stopped_notice(name: &str, store: &str, error: &Error) -> String {
+    format!(
+        "lake-stream mode of '{name}' is off, but store '{store}' could not be asked whether \
+         rows of '{name}' wait in it, nor to stop its tiering service tiering the table \
+         ({error}). If rows wait there, that service may still write them into Paimon, over \
+         rows written to '{name}' directly. Before writing to '{name}' again, once the store \
+         answers, turn the mode on and off again through this catalog: turning it off then \
+         waits for them"
+    )
+}
+
+/// The `lakestream-cli` command that tiers what waits in the store for
+/// `identifier` (whose mode is off), as a shell command line. `store`: the
+/// store to name, or `None` for a `<store>` placeholder.
+pub(super) fn tier_command(identifier: &Identifier, store: Option<&str>) -> String {
+    let table = crate::name::sql_name(&[identifier.database(), identifier.object()]);
+    format!(
+        "lakestream-cli tier --once --table {} --store {}",
+        shell_word(&table),
+        // A placeholder stays readable as one: the user replaces it.
+        store.map_or_else(|| "<store>".to_string(), shell_word)
+    )
+}
+
+/// `text` as one word of a POSIX shell command line.
+pub(super) fn shell_word(text: &str) -> String {
+    let plain = !text.is_empty()
+        && text
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | '/'));
+    if plain {
+        text.to_string()
+    } else {
+        format!("'{}'", text.replace('\'', "'\\''"))
+    }
+}
