@@ -9,7 +9,7 @@ use paimon::catalog::Catalog;
 use paimon::table::Table;
 use tokio::sync::Mutex;
 
-use super::{LakestreamStore, StoreContext, StoreRegistry};
+use super::{Capabilities, LakestreamStore, StoreContext, StoreRegistry};
 use crate::error::{Error, Result};
 use crate::options::{CatalogStoreOptions, STORE_BINDING};
 
@@ -57,35 +57,14 @@ impl LazyStore {
         &self.identifier
     }
 
-    /// The columns the store's tiering adds to Paimon tables, from its
-    /// factory: the store itself is not created for this.
-    pub fn hidden_columns(&self) -> Vec<String> {
+    /// What the store can do, from its factory: the store itself is not
+    /// created for this. A store no factory is registered for (its creation
+    /// fails, naming it) counts as the default.
+    pub fn capabilities(&self) -> Capabilities {
         self.registry
             .get(&self.identifier)
-            .map(|factory| {
-                factory
-                    .hidden_columns()
-                    .iter()
-                    .map(|c| c.to_string())
-                    .collect()
-            })
+            .map(|factory| factory.capabilities())
             .unwrap_or_default()
-    }
-
-    /// Whether the store's tiering writes its change log as it is, from its
-    /// factory (see [`super::StoreFactory::tiers_its_log`]).
-    pub fn tiers_its_log(&self) -> bool {
-        self.registry
-            .get(&self.identifier)
-            .map_or(true, |factory| factory.tiers_its_log())
-    }
-
-    /// Whether the store's own service tiers (see
-    /// [`super::StoreFactory::tiers_by_itself`]), from its factory.
-    pub fn tiers_by_itself(&self) -> bool {
-        self.registry
-            .get(&self.identifier)
-            .is_ok_and(|factory| factory.tiers_by_itself())
     }
 
     /// The store binding a table turned on through this store records in

@@ -161,9 +161,10 @@ pub trait LakestreamStore: Debug + Send + Sync {
         work.await
     }
 
-    /// Fixes what a read of `t$rt` covers. Errors with
+    /// Fixes what a read of `t$rt` covers, batch or streaming alike (a
+    /// streaming read goes on with [`StoreLog::follow`]). Errors with
     /// [`Error::StoreTableMissing`] when the store has no table for `table`.
-    async fn plan_read(&self, table: &Table, mode: ScanMode) -> Result<StoreRead>;
+    async fn plan_read(&self, table: &Table) -> Result<StoreRead>;
 
     /// Writes `batches` (in [`table_arrow_schema`] form) as one unit and
     /// returns the number of rows. Returning means the rows are durable in the
@@ -184,13 +185,9 @@ pub trait LakestreamStore: Debug + Send + Sync {
         Ok(None)
     }
 
-    /// Whether the store can take [`WriteKind::Delete`] for primary-key tables.
-    fn supports_deletes(&self) -> bool {
-        true
-    }
-
     /// Moves the store's rows of `table` into Paimon now. Stores whose own
-    /// service tiers (Fluss) answer [`Error::TieringElsewhere`].
+    /// service tiers ([`Tiering::ByItsService`]) answer
+    /// [`Error::TieringElsewhere`], which is the default.
     async fn tier(&self, table: &Table) -> Result<TierReport> {
         let _ = table;
         Err(Error::TieringElsewhere {
@@ -275,21 +272,13 @@ impl StoreBinding {
         Self { store, scope }
     }
 
-    /// The columns the bound store's tiering adds to Paimon tables (see
-    /// [`StoreFactory::hidden_columns`]); none when no store is named.
-    pub fn hidden_columns(&self) -> Vec<String> {
+    /// What the bound store can do ([`StoreFactory::capabilities`]); the
+    /// default when no store is named.
+    pub fn capabilities(&self) -> Capabilities {
         self.store
             .as_ref()
-            .map(|store| store.hidden_columns())
+            .map(|store| store.capabilities())
             .unwrap_or_default()
-    }
-
-    /// Whether the bound store tiers its change log as it is (see
-    /// [`StoreFactory::tiers_its_log`]); `true` when no store is named.
-    pub fn tiers_its_log(&self) -> bool {
-        self.store
-            .as_ref()
-            .is_none_or(|store| store.tiers_its_log())
     }
 
     /// The store, or the error a lake-stream `operation` on `table` gets
@@ -333,33 +322,10 @@ pub trait StoreFactory: Debug + Send + Sync {
     /// store, and again on the next use after a failure.
     async fn create(&self, context: StoreContext) -> Result<Arc<dyn LakestreamStore>>;
 
-    /// Columns the store's tiering keeps at the end of the Paimon tables of
-    /// lake-stream tables (Fluss: `__bucket`, `__offset`, `__timestamp`).
-    /// Reads of `t` and `t$rt` and writes to `t` do not show them. Known
-    /// without creating the store, so hiding them never contacts it.
-    fn hidden_columns(&self) -> &[&str] {
-        &[]
-    }
-
-    /// Whether the store's tiering writes its change log into Paimon as it
-    /// is: every row, in write order, with its row kind, through Paimon's
-    /// table write. Only then does Paimon merge a key's versions the way the
-    /// union read does for merge settings other than plain `deduplicate`
-    /// (`partial-update`, `aggregation`, `sequence.field`, `ignore-delete`;
-    /// see [`crate::catalog`]). A store whose tiering writes something else
-    /// (before-images of updates, rows its own key-value store merged)
-    /// answers `false`, and the mode is turned on only for plain
-    /// `deduplicate` tables there. Known without creating the store.
-    fn tiers_its_log(&self) -> bool {
-        true
-    }
-
-    /// Whether the store's own service tiers its tables (Fluss), so that
-    /// [`LakestreamStore::tier`] answers [`Error::TieringElsewhere`]. Known
-    /// without creating the store, for what is said about a store that
-    /// cannot be reached.
-    fn tiers_by_itself(&self) -> bool {
-        false
+    /// What the stores it creates can do. Known without creating a store,
+    /// so statements are checked against it without contacting one.
+    fn capabilities(&self) -> Capabilities {
+        Capabilities::default()
     }
 
     /// Where a store created from `context` keeps its data, as the store
@@ -376,6 +342,89 @@ pub trait StoreFactory: Debug + Send + Sync {
     fn same_location(&self, recorded: &str, ours: &str) -> bool {
         recorded == ours
     }
+}
+
+/// What a store can do beyond taking writes and serving reads of
+/// lake-stream tables, as its factory declares it
+/// ([`StoreFactory::capabilities`]). The default is a store like `local`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Capabilities {
+    /// It takes [`WriteKind::Delete`] for primary-key tables, so `DELETE`
+    /// and `UPDATE` run; without it they are refused before the store is
+    /// asked.
+    pub deletes: bool,
+    /// How the rows it holds reach Paimon.
+    pub tiering: Tiering,
+    /// Whether its tiering writes its change log into Paimon as it is:
+    /// every row, in write order, with its row kind, through Paimon's table
+    /// write. Only then does Paimon merge a key's versions the way the union
+    /// read does for merge settings other than plain `deduplicate`
+    /// (`partial-update`, `aggregation`, `sequence.field`, `ignore-delete`;
+    /// see [`crate::catalog`]). A store whose tiering writes something else
+    /// (before-images of updates, rows its own key-value store merged) has
+    /// `false`, and the mode is turned on only for plain `deduplicate`
+    /// tables there.
+    pub tiers_its_log: bool,
+    /// Columns its tiering keeps at the end of the Paimon tables of
+    /// lake-stream tables (Fluss: `__bucket`, `__offset`, `__timestamp`).
+    /// Reads of `t` and `t$rt` and writes to `t` do not show them, and a
+    /// table's columns are fixed while its mode is on (`ADD COLUMN` would
+    /// come after them).
+    pub hidden_columns: &'static [&'static str],
+}
+
+impl Default for Capabilities {
+    fn default() -> Self {
+        Self {
+            deletes: true,
+            tiering: Tiering::OnDemand,
+            tiers_its_log: true,
+            hidden_columns: &[],
+        }
+    }
+}
+
+impl Capabilities {
+    /// The default capabilities with `deletes` as given.
+    pub fn with_deletes(self, deletes: bool) -> Self {
+        Self { deletes, ..self }
+    }
+
+    /// The capabilities with `tiering` as given.
+    pub fn with_tiering(self, tiering: Tiering) -> Self {
+        Self { tiering, ..self }
+    }
+
+    /// The capabilities with `tiers_its_log` as given.
+    pub fn with_tiers_its_log(self, tiers_its_log: bool) -> Self {
+        Self {
+            tiers_its_log,
+            ..self
+        }
+    }
+
+    /// The capabilities with `hidden_columns` as given.
+    pub fn with_hidden_columns(self, hidden_columns: &'static [&'static str]) -> Self {
+        Self {
+            hidden_columns,
+            ..self
+        }
+    }
+}
+
+/// How a store's rows reach Paimon.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tiering {
+    /// The store tiers on its own schedule and when asked:
+    /// [`LakestreamStore::tier`] moves its rows now (`CALL
+    /// sys.lakestream_tier`), and [`LakestreamStore::pending_rows`] says how
+    /// many wait.
+    OnDemand,
+    /// The store's own service tiers (Fluss): [`LakestreamStore::tier`]
+    /// answers [`Error::TieringElsewhere`], and turning the mode off asks
+    /// [`LakestreamStore::stop_tiering`] to stop that service.
+    ByItsService,
 }
 
 /// A registry with the stores this crate ships.

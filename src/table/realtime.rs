@@ -54,10 +54,7 @@ impl RealtimeTable {
         store.check_binding("reading", &self.table)?;
         let table = self.table.clone();
         let read = store
-            .call(
-                "plan a read",
-                |s| async move { s.plan_read(&table, mode).await },
-            )
+            .call("plan a read", |s| async move { s.plan_read(&table).await })
             .await?;
 
         let pinned = match read.snapshot_id {

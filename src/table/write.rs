@@ -137,7 +137,7 @@ impl StoreWriteTable {
             return Err(self.no_primary_key(operation));
         }
         let store = self.store(operation).await?;
-        if !store.get().await?.supports_deletes() {
+        if !store.capabilities().deletes {
             return Err(self.not_supported(
                 operation,
                 format!("store '{}' does not take deletes", store.identifier()),

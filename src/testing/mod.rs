@@ -139,7 +139,7 @@ pub enum StoreCondition {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Capability {
     /// `DELETE` (and the deletes of `UPDATE`) on primary-key tables
-    /// ([`LakestreamStore::supports_deletes`](crate::store::LakestreamStore::supports_deletes)).
+    /// ([`Capabilities::deletes`](crate::store::Capabilities::deletes)).
     Deletes,
     /// Tiering on request, `CALL sys.lakestream_tier`
     /// ([`LakestreamStore::tier`](crate::store::LakestreamStore::tier)).

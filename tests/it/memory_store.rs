@@ -14,8 +14,8 @@ use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use paimon::catalog::Identifier;
 use paimon::table::Table;
 use paimon_lakestream::store::{
-    log_arrow_schema, LakestreamStore, ScanMode, StoreContext, StoreFactory, StoreLog, StoreRead,
-    WriteKind,
+    log_arrow_schema, Capabilities, LakestreamStore, StoreContext, StoreFactory, StoreLog,
+    StoreRead, WriteKind,
 };
 use paimon_lakestream::testing::{
     conformance, Capability, StoreCondition, StoreHarness, Warehouse,
@@ -152,6 +152,10 @@ impl StoreFactory for MemoryStoreFactory {
         IDENTIFIER
     }
 
+    fn capabilities(&self) -> Capabilities {
+        Capabilities::default().with_deletes(!self.switches.no_deletes.load(Ordering::SeqCst))
+    }
+
     async fn create(&self, context: StoreContext) -> Result<Arc<dyn LakestreamStore>> {
         if self.switches.slow.load(Ordering::SeqCst) {
             tokio::time::sleep(Duration::from_secs(3600)).await;
@@ -215,17 +219,13 @@ impl LakestreamStore for MemoryStore {
         Ok(())
     }
 
-    fn supports_deletes(&self) -> bool {
-        !self.switches.no_deletes.load(Ordering::SeqCst)
-    }
-
     async fn drop_table(&self, identifier: &Identifier) -> Result<()> {
         self.check().await?;
         self.data.tables.lock().unwrap().remove(identifier);
         Ok(())
     }
 
-    async fn plan_read(&self, table: &Table, _mode: ScanMode) -> Result<StoreRead> {
+    async fn plan_read(&self, table: &Table) -> Result<StoreRead> {
         self.check().await?;
         let missing = || Error::StoreTableMissing {
             store: IDENTIFIER.to_string(),

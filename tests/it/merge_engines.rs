@@ -10,7 +10,7 @@
 use std::sync::Arc;
 
 use datafusion::arrow::util::pretty::pretty_format_batches;
-use paimon_lakestream::store::{LakestreamStore, StoreContext, StoreFactory};
+use paimon_lakestream::store::{Capabilities, LakestreamStore, StoreContext, StoreFactory};
 use paimon_lakestream::LakeStreamContext;
 
 use crate::support::{CatalogKind, TestWarehouse};
@@ -283,8 +283,8 @@ impl StoreFactory for OwnTiering {
         self.0.create(context).await
     }
 
-    fn tiers_its_log(&self) -> bool {
-        false
+    fn capabilities(&self) -> Capabilities {
+        Capabilities::default().with_tiers_its_log(false)
     }
 }
 

@@ -13,20 +13,16 @@ impl StoreFactory for FlussStoreFactory {
         IDENTIFIER
     }
 
-    fn hidden_columns(&self) -> &[&str] {
-        &SYSTEM_COLUMNS
-    }
-
-    /// Fluss's tiering service writes rows its key-value store already
-    /// merged, and update before-images, into Paimon: only plain
-    /// `deduplicate` tables read the same through `t$rt` and `t`.
-    fn tiers_its_log(&self) -> bool {
-        false
-    }
-
-    /// Fluss's tiering service tiers: there is no on-demand tiering.
-    fn tiers_by_itself(&self) -> bool {
-        true
+    /// Fluss's tiering service tiers (there is no on-demand tiering), and
+    /// writes rows its key-value store already merged, and update
+    /// before-images, into Paimon: only plain `deduplicate` tables read the
+    /// same through `t$rt` and `t`. It keeps its system columns after the
+    /// table's in Paimon.
+    fn capabilities(&self) -> Capabilities {
+        Capabilities::default()
+            .with_tiering(Tiering::ByItsService)
+            .with_tiers_its_log(false)
+            .with_hidden_columns(&SYSTEM_COLUMNS)
     }
 
     /// The bootstrap servers, sorted: a cluster is named by its servers.

@@ -89,7 +89,8 @@ use self::log::{BucketRange, FlussLog};
 use self::options::FlussOptions;
 use self::schema::{FlussShape, DATALAKE_ENABLED, TIERING_COMMIT_USER};
 use super::{
-    log_arrow_schema, LakestreamStore, ScanMode, StoreContext, StoreFactory, StoreRead, WriteKind,
+    log_arrow_schema, Capabilities, LakestreamStore, StoreContext, StoreFactory, StoreRead,
+    Tiering, WriteKind,
 };
 use crate::error::{Error, Result};
 
@@ -422,7 +423,7 @@ impl LakestreamStore for FlussStore {
         }
     }
 
-    async fn plan_read(&self, table: &Table, _mode: ScanMode) -> Result<StoreRead> {
+    async fn plan_read(&self, table: &Table) -> Result<StoreRead> {
         let target = self.target(table)?;
         match self.plan_log(table, target).await {
             Ok(read) => Ok(read),

@@ -60,8 +60,8 @@ use crate::maintenance;
 use crate::object_storage::S3Options;
 use crate::options::{self, parse_duration, parse_size};
 use crate::store::{
-    log_arrow_schema, primary_keys, LakestreamStore, ScanMode, StoreContext, StoreFactory,
-    StoreRead, StoreWrite, TierReport, WriteKind,
+    log_arrow_schema, primary_keys, LakestreamStore, StoreContext, StoreFactory, StoreRead,
+    StoreWrite, TierReport, WriteKind,
 };
 
 /// The identifier of the embedded store.
@@ -686,7 +686,7 @@ impl LakestreamStore for LocalStore {
             .await
     }
 
-    async fn plan_read(&self, table: &Table, _mode: ScanMode) -> Result<StoreRead> {
+    async fn plan_read(&self, table: &Table) -> Result<StoreRead> {
         let log = self
             .inner
             .root
