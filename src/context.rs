@@ -8,13 +8,15 @@ use datafusion::arrow::array::{RecordBatch, StringArray};
 use datafusion::arrow::datatypes::{DataType, Field, Schema};
 use datafusion::error::Result as DFResult;
 use datafusion::prelude::{DataFrame, SessionContext};
+use datafusion::sql::parser::Statement as DFStatement;
 use paimon::catalog::Catalog;
 use paimon_datafusion::SQLContext;
 
 use crate::catalog::LakeStreamCatalog;
 use crate::error::{self, Error};
 use crate::extension::LakeStreamExtension;
-use crate::planner::statement::{create_catalog, is_show_catalogs, Route, StatementFilter};
+use crate::planner::parsed::Parsed;
+use crate::planner::statement::{Route, StatementFilter};
 use crate::store::StoreRegistry;
 
 /// A SQL context over Paimon catalogs in lake-stream mode.
@@ -120,7 +122,8 @@ impl LakeStreamContext {
     /// options `register_catalog` takes; `SHOW CATALOGS` lists the session's
     /// catalogs and the store each names (no other option, as some hold secrets).
     pub async fn execute(&mut self, sql: &str) -> DFResult<DataFrame> {
-        if let Some(create) = create_catalog(sql)? {
+        let parsed = Parsed::new(sql, self.session());
+        if let Some(create) = parsed.create_catalog()? {
             let exists = self.session().catalog(&create.name).is_some();
             if exists && !create.if_not_exists {
                 return Err(Error::InvalidStatement {
@@ -134,10 +137,10 @@ impl LakeStreamContext {
             }
             return self.single_column("result", vec!["OK".to_string()]);
         }
-        if is_show_catalogs(sql) {
+        if parsed.is_show_catalogs() {
             return self.show_catalogs();
         }
-        self.sql(sql).await
+        self.run(parsed).await
     }
 
     fn show_catalogs(&self) -> DFResult<DataFrame> {
@@ -173,7 +176,8 @@ impl LakeStreamContext {
     /// Plans (and, for DDL, runs) one SQL statement. `CREATE CATALOG` and
     /// `SHOW CATALOGS` need [`Self::execute`].
     pub async fn sql(&self, sql: &str) -> DFResult<DataFrame> {
-        if create_catalog(sql)?.is_some() || is_show_catalogs(sql) {
+        let parsed = Parsed::new(sql, self.session());
+        if parsed.create_catalog()?.is_some() || parsed.is_show_catalogs() {
             return Err(Error::InvalidStatement {
                 statement: "CREATE CATALOG / SHOW CATALOGS".to_string(),
                 reason: "these change or list the context itself: run them with \
@@ -182,18 +186,38 @@ impl LakeStreamContext {
             }
             .into());
         }
+        self.run(parsed).await
+    }
+
+    /// Checks and runs one statement, parsed once: `SQLContext` gets its
+    /// text, DataFusion's planner the tree.
+    async fn run(&self, mut parsed: Parsed<'_>) -> DFResult<DataFrame> {
         let state = &self.extension.state;
         let filter = StatementFilter {
             session: self.sql_context.ctx(),
             state,
         };
-        let checked = filter.check(sql).await?;
+        let checked = filter.check(&parsed).await?;
+        let sql = parsed.sql();
+        let session = self.sql_context.ctx();
+        let (to_sql_context, statement) = match checked.route {
+            Route::SqlContext => (true, None),
+            Route::DataFusionText => (false, None),
+            Route::DataFusion => (false, parsed.take_statement().map(Box::new)),
+            Route::Rewritten(statement) => (false, Some(statement)),
+        };
         // Boxed: the statement's future is large, and stacks are not.
         let (result, notices) = crate::notice::collecting(Box::pin(async {
-            match &checked.route {
-                Route::SqlContext => self.sql_context.sql(sql).await,
-                Route::DataFusion => self.sql_context.ctx().sql(sql).await,
-                Route::Rewritten(rewritten) => self.sql_context.ctx().sql(rewritten).await,
+            match (to_sql_context, statement) {
+                (true, _) => self.sql_context.sql(sql).await,
+                (false, Some(statement)) => {
+                    let plan = session
+                        .state()
+                        .statement_to_plan(DFStatement::Statement(statement))
+                        .await?;
+                    session.execute_logical_plan(plan).await
+                }
+                (false, None) => session.sql(sql).await,
             }
         }))
         .await;

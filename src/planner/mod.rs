@@ -4,6 +4,7 @@
 
 pub(crate) mod classify;
 pub mod config;
+pub(crate) mod parsed;
 pub(crate) mod relation;
 pub(crate) mod statement;
 pub(crate) mod write;

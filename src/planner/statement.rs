@@ -7,39 +7,44 @@
 //! Reads and plain INSERTs need nothing here beyond the name checks: they are
 //! routed during planning (relation planner, write routing).
 
-use std::collections::HashMap;
 use std::ops::ControlFlow;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use datafusion::prelude::SessionContext;
 use datafusion::sql::sqlparser::ast::{
     visit_relations, AlterTableOperation, Expr, FromTable, Function, FunctionArg, FunctionArgExpr,
-    FunctionArguments, Ident, ObjectName, ObjectNamePart, Reset, ResetStatement, Set, SqlOption,
-    Statement, TableFactor, TableObject, Value,
+    FunctionArguments, Ident, ObjectName, ObjectNamePart, Reset, ResetStatement, Set, SetExpr,
+    Statement, TableFactor, TableFunctionArgs, TableObject, Value,
 };
 use datafusion::sql::sqlparser::dialect::GenericDialect;
 use datafusion::sql::sqlparser::keywords::Keyword;
 use datafusion::sql::sqlparser::parser::Parser;
-use datafusion::sql::sqlparser::tokenizer::{Span, Token, Tokenizer, Whitespace};
+use datafusion::sql::sqlparser::tokenizer::{Span, Token, Whitespace};
 use paimon::catalog::Identifier;
 
 use super::classify::{Enforcer, Handling, Kind};
+use super::parsed::Parsed;
 use super::PlannerState;
 use crate::catalog::LakeStreamCatalog;
 use crate::error::{Error, Result};
 use crate::name::{self, RelationName};
 use crate::options;
 
-/// Who plans a statement that passed the filter.
+/// Who plans a statement that passed the filter, and what it is given.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Route {
-    /// `SQLContext`, as without this crate.
+    /// `SQLContext`, as without this crate, with the statement's text: its
+    /// API takes text, which it parses itself.
     SqlContext,
-    /// DataFusion's own planner, so write routing sees the statement.
+    /// DataFusion's own planner, with the statement as parsed here, so
+    /// write routing sees it and nothing parses it again.
     DataFusion,
+    /// DataFusion's planner, with the statement's text: DataFusion's own
+    /// syntax (`CREATE EXTERNAL TABLE`), which only its parser reads.
+    DataFusionText,
     /// DataFusion's planner, with this statement instead (a procedure call
-    /// becomes a query of its table function).
-    Rewritten(String),
+    /// becomes a query of its table function; `DESCRIBE t$rt`, `DESCRIBE t`).
+    Rewritten(Box<Statement>),
 }
 
 /// What the filter decided.
@@ -71,38 +76,37 @@ pub(crate) struct StatementFilter<'a> {
 
 impl StatementFilter<'_> {
     /// Refuses what the contract rejects, and says who plans the rest.
-    pub(crate) async fn check(&self, sql: &str) -> Result<Checked> {
+    pub(crate) async fn check(&self, parsed: &Parsed<'_>) -> Result<Checked> {
+        let sql = parsed.sql();
         check_time_travel_text(sql)?;
-        check_tokens(sql)?;
-        if let Some(name) = create_or_replace_target(sql) {
+        check_tokens(parsed.tokens())?;
+        if let Some(name) = parsed.create_or_replace_target() {
             self.check_replace(&name).await?;
         }
         // SQLContext refuses external tables (and its parser does not read
         // `STORED AS PAIMON`); DataFusion's planner has the PAIMON table
         // factory: connector mode.
-        if is_create_external(sql) {
-            return Ok(Checked::route(Route::DataFusion));
+        if parsed.is_create_external() {
+            return Ok(Checked::route(Route::DataFusionText));
         }
         // Text this parser cannot read goes to `SQLContext` unchanged: it
         // rewrites some syntax before parsing and reports what it cannot read.
-        let Ok(statements) = Parser::parse_sql(&GenericDialect {}, sql) else {
-            return Ok(Checked::route(Route::SqlContext));
-        };
-        let [statement] = statements.as_slice() else {
+        let Some(statement) = parsed.statement() else {
             return Ok(Checked::route(Route::SqlContext));
         };
         check_relation_names(statement)?;
-        self.check_statement(statement, sql).await
+        self.check_statement(statement, parsed).await
     }
 
     /// Decides by the statement's [`Kind`]: its row of the classification
     /// says whether the filter routes it, refuses it on a lake-stream table,
     /// or leaves it to the layer that enforces its rule.
-    async fn check_statement(&self, statement: &Statement, sql: &str) -> Result<Checked> {
+    async fn check_statement(&self, statement: &Statement, parsed: &Parsed<'_>) -> Result<Checked> {
         let kind = Kind::of(statement);
         let class = kind.class();
         if class.handling == Handling::Refused && class.enforcer == Enforcer::Filter {
-            if let Some((operation, identifier)) = self.refused_target(kind, statement, sql).await?
+            if let Some((operation, identifier)) =
+                self.refused_target(kind, statement, parsed).await?
             {
                 return Err(Error::WriteNotSupported {
                     operation,
@@ -115,12 +119,12 @@ impl StatementFilter<'_> {
         match (kind, statement) {
             (Kind::Wrapper, Statement::Explain { statement, .. })
             | (Kind::Wrapper, Statement::Prepare { statement, .. }) => {
-                Box::pin(self.check_statement(statement, sql)).await?;
+                Box::pin(self.check_statement(statement, parsed)).await?;
                 Ok(Checked::route(Route::SqlContext))
             }
             // `t$rt` has `t`'s columns; DataFusion's DESCRIBE looks names up
             // directly, where `t$rt` is not a table.
-            (Kind::Read, Statement::ExplainTable { table_name, .. }) => Ok(Checked::route(
+            (Kind::Read, outer @ Statement::ExplainTable { table_name, .. }) => Ok(Checked::route(
                 match name::parse(&object_part(table_name))? {
                     RelationName::Realtime { table } => {
                         let mut base = table_name.clone();
@@ -132,7 +136,11 @@ impl StatementFilter<'_> {
                                 span: Span::empty(),
                             });
                         }
-                        Route::Rewritten(format!("DESCRIBE {base}"))
+                        let mut describe = outer.clone();
+                        if let Statement::ExplainTable { table_name, .. } = &mut describe {
+                            *table_name = base;
+                        }
+                        Route::Rewritten(Box::new(describe))
                     }
                     RelationName::Paimon(_) => Route::SqlContext,
                 },
@@ -141,7 +149,18 @@ impl StatementFilter<'_> {
                 if let TableObject::TableName(name) = &insert.table {
                     refuse_realtime_target(name)?;
                 }
-                Ok(Checked::route(Route::SqlContext))
+                // `SQLContext` hands an INSERT to DataFusion as it is,
+                // unless it overwrites partitions or travels in time:
+                // DataFusion gets it parsed instead, with the same result.
+                let overwrites_partitions =
+                    insert.overwrite && insert.partitioned.as_ref().is_some_and(|p| !p.is_empty());
+                Ok(Checked::route(
+                    if overwrites_partitions || has_time_travel_text(parsed.sql()) {
+                        Route::SqlContext
+                    } else {
+                        Route::DataFusion
+                    },
+                ))
             }
             (_, Statement::Delete(delete)) => {
                 let tables = match &delete.from {
@@ -170,7 +189,7 @@ impl StatementFilter<'_> {
                 let defaults = &state.config_options().catalog;
                 Ok(Checked::route(
                     match procedure_call(function, &defaults.default_schema)? {
-                        Some(query) => Route::Rewritten(query),
+                        Some(query) => Route::Rewritten(Box::new(query)),
                         None => Route::SqlContext,
                     },
                 ))
@@ -212,7 +231,7 @@ impl StatementFilter<'_> {
         &self,
         kind: Kind,
         statement: &Statement,
-        sql: &str,
+        parsed: &Parsed<'_>,
     ) -> Result<Option<(String, Identifier)>> {
         let (operation, name) = match statement {
             Statement::Insert(insert) => match &insert.table {
@@ -243,7 +262,7 @@ impl StatementFilter<'_> {
                     .next()
                     .unwrap_or_default()
                     .to_string();
-                let identifier = self.any_lakestream_name(sql).await?;
+                let identifier = self.any_lakestream_name(parsed).await?;
                 return Ok(identifier.map(|identifier| (operation, identifier)));
             }
         };
@@ -319,11 +338,11 @@ impl StatementFilter<'_> {
         Ok(None)
     }
 
-    /// The first lake-stream table that any name in `sql` names, read
-    /// either way: for statements the classification does not know, which
-    /// may name a table anywhere.
-    async fn any_lakestream_name(&self, sql: &str) -> Result<Option<Identifier>> {
-        for name in object_names(sql) {
+    /// The first lake-stream table that any name in the statement names,
+    /// read either way: for statements the classification does not know,
+    /// which may name a table anywhere.
+    async fn any_lakestream_name(&self, parsed: &Parsed<'_>) -> Result<Option<Identifier>> {
+        for name in object_names(parsed.tokens()) {
             if let Some(identifier) = self.lakestream_target(&name).await? {
                 return Ok(Some(identifier));
             }
@@ -508,7 +527,7 @@ fn refuse_realtime_target(name: &ObjectName) -> Result<()> {
 /// `CALL [catalog.][sys.]lakestream_tier('db.t')` as the query of its table
 /// function. With a catalog part, the table argument is read in that
 /// catalog: `CALL c.sys.lakestream_tier('db.t')` tiers `c.db.t`.
-fn procedure_call(function: &Function, default_schema: &str) -> Result<Option<String>> {
+fn procedure_call(function: &Function, default_schema: &str) -> Result<Option<Statement>> {
     let parts: Vec<&Ident> = function
         .name
         .0
@@ -615,14 +634,56 @@ fn procedure_call(function: &Function, default_schema: &str) -> Result<Option<St
             }
         }
     }
-    Ok(Some(format!("SELECT * FROM {procedure}{args}")))
+    let args = match args {
+        FunctionArguments::List(list) => list.args,
+        FunctionArguments::None => Vec::new(),
+        FunctionArguments::Subquery(_) => {
+            return Err(Error::InvalidStatement {
+                statement: format!("CALL sys.{procedure}"),
+                reason: "it takes arguments, not a query".to_string(),
+            })
+        }
+    };
+    table_function_query(procedure, args).map(Some)
 }
 
-/// Every dotted name in `sql` (`a`, `a.b`, `"A".b.c`), `t$rt` read as `t`.
-fn object_names(sql: &str) -> Vec<ObjectName> {
-    let Ok(tokens) = Tokenizer::new(&GenericDialect {}, sql).tokenize() else {
-        return Vec::new();
+/// `SELECT * FROM procedure(args)`, as a tree: the query a procedure call
+/// becomes. Built on a template parsed once per process, not on text.
+fn table_function_query(procedure: &str, args: Vec<FunctionArg>) -> Result<Statement> {
+    static TEMPLATE: OnceLock<Option<Statement>> = OnceLock::new();
+    let template = TEMPLATE.get_or_init(|| {
+        Parser::parse_sql(&GenericDialect {}, "SELECT * FROM f()")
+            .ok()
+            .and_then(|mut statements| statements.pop())
+    });
+    let unexpected = || {
+        Error::Internal("the query template of procedure calls does not parse as one".to_string())
     };
+    let mut statement = template.clone().ok_or_else(unexpected)?;
+    let Statement::Query(query) = &mut statement else {
+        return Err(unexpected());
+    };
+    let SetExpr::Select(select) = query.body.as_mut() else {
+        return Err(unexpected());
+    };
+    let Some(TableFactor::Table {
+        name,
+        args: table_args,
+        ..
+    }) = select.from.first_mut().map(|from| &mut from.relation)
+    else {
+        return Err(unexpected());
+    };
+    *name = ObjectName::from(vec![Ident::new(procedure)]);
+    *table_args = Some(TableFunctionArgs {
+        args,
+        settings: None,
+    });
+    Ok(statement)
+}
+
+/// Every dotted name in `tokens` (`a`, `a.b`, `"A".b.c`), `t$rt` read as `t`.
+fn object_names<'t>(tokens: impl Iterator<Item = &'t Token>) -> Vec<ObjectName> {
     let mut names = Vec::new();
     let mut current: Vec<Ident> = Vec::new();
     let mut after_period = false;
@@ -631,7 +692,7 @@ fn object_names(sql: &str) -> Vec<ObjectName> {
             names.push(ObjectName::from(std::mem::take(current)));
         }
     };
-    for token in tokens.iter().filter(|t| !matches!(t, Token::Whitespace(_))) {
+    for token in tokens.filter(|t| !matches!(t, Token::Whitespace(_))) {
         match token {
             Token::Word(word) => {
                 if !after_period {
@@ -659,7 +720,7 @@ fn object_names(sql: &str) -> Vec<ObjectName> {
     names
 }
 
-fn unquote(text: &str) -> String {
+pub(crate) fn unquote(text: &str) -> String {
     text.trim().trim_matches(['\'', '"', '`']).to_string()
 }
 
@@ -699,11 +760,8 @@ fn check_relation_names(statement: &Statement) -> Result<()> {
 /// query hints (`/*+ OPTIONS('lakestream.enabled'='true') */`) that name a
 /// lake-stream key, and time travel on `t$rt` (`SQLContext` rewrites
 /// `VERSION AS OF` / `TIMESTAMP AS OF` from the text before parsing).
-fn check_tokens(sql: &str) -> Result<()> {
-    let Ok(tokens) = Tokenizer::new(&GenericDialect {}, sql).tokenize() else {
-        return Ok(());
-    };
-    for token in &tokens {
+fn check_tokens<'t>(tokens: impl Iterator<Item = &'t Token> + Clone) -> Result<()> {
+    for token in tokens.clone() {
         if let Token::Whitespace(Whitespace::MultiLineComment(text)) = token {
             if text.starts_with('+') && text.to_ascii_lowercase().contains(options::PREFIX) {
                 return Err(Error::SessionRouting {
@@ -714,7 +772,6 @@ fn check_tokens(sql: &str) -> Result<()> {
         }
     }
     let words: Vec<&Token> = tokens
-        .iter()
         .filter(|t| !matches!(t, Token::Whitespace(_)))
         .collect();
     for (i, token) in words.iter().enumerate() {
@@ -750,12 +807,7 @@ fn check_tokens(sql: &str) -> Result<()> {
 /// wider than `SQLContext`'s own (it also looks inside strings and
 /// comments), so nothing it would misread gets through.
 fn check_time_travel_text(sql: &str) -> Result<()> {
-    let contains = |clause: &str| {
-        sql.as_bytes()
-            .windows(clause.len())
-            .any(|w| w.eq_ignore_ascii_case(clause.as_bytes()))
-    };
-    if !contains("version as of ") && !contains("timestamp as of ") {
+    if !has_time_travel_text(sql) {
         return Ok(());
     }
     let shifting = sql
@@ -776,116 +828,43 @@ fn check_time_travel_text(sql: &str) -> Result<()> {
     }
 }
 
-/// `CREATE CATALOG [IF NOT EXISTS] name WITH ('key' = 'value', ...)`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct CreateCatalog {
-    pub(crate) name: String,
-    pub(crate) if_not_exists: bool,
-    pub(crate) options: HashMap<String, String>,
-}
-
-/// Parses `CREATE CATALOG`; `Ok(None)` for any other statement.
-pub(crate) fn create_catalog(sql: &str) -> Result<Option<CreateCatalog>> {
-    let dialect = GenericDialect {};
-    let Ok(mut parser) = Parser::new(&dialect).try_with_sql(sql) else {
-        return Ok(None);
+/// Whether `sql` holds a time-travel clause as `SQLContext` finds them
+/// (`VERSION AS OF`, `TIMESTAMP AS OF`, rewritten from the text before it
+/// parses), looking inside strings and comments too: wider than its own test.
+fn has_time_travel_text(sql: &str) -> bool {
+    let contains = |clause: &str| {
+        sql.as_bytes()
+            .windows(clause.len())
+            .any(|w| w.eq_ignore_ascii_case(clause.as_bytes()))
     };
-    if !parser.parse_keywords(&[Keyword::CREATE, Keyword::CATALOG]) {
-        return Ok(None);
-    }
-    let syntax = |e: &dyn std::fmt::Display| Error::InvalidStatement {
-        statement: "CREATE CATALOG".to_string(),
-        reason: format!(
-            "{e}; write CREATE CATALOG [IF NOT EXISTS] name WITH ('warehouse' = '...', ...)"
-        ),
-    };
-    let if_not_exists = parser.parse_keywords(&[Keyword::IF, Keyword::NOT, Keyword::EXISTS]);
-    let name = parser.parse_identifier().map_err(|e| syntax(&e))?.value;
-    let options = parser
-        .parse_options(Keyword::WITH)
-        .map_err(|e| syntax(&e))?;
-    let _ = parser.consume_token(&Token::SemiColon);
-    if parser.peek_token().token != Token::EOF {
-        return Err(syntax(&format!(
-            "unexpected '{}' after the options",
-            parser.peek_token().token
-        )));
-    }
-    let mut map = HashMap::new();
-    for option in options {
-        match option {
-            SqlOption::KeyValue { key, value } => {
-                map.insert(key.value.clone(), unquote(&value.to_string()));
-            }
-            other => {
-                return Err(syntax(&format!(
-                    "'{other}' is not a 'key' = 'value' option"
-                )))
-            }
-        }
-    }
-    Ok(Some(CreateCatalog {
-        name,
-        if_not_exists,
-        options: map,
-    }))
-}
-
-/// Whether the statement is `SHOW CATALOGS`.
-pub(crate) fn is_show_catalogs(sql: &str) -> bool {
-    let dialect = GenericDialect {};
-    let Ok(mut parser) = Parser::new(&dialect).try_with_sql(sql) else {
-        return false;
-    };
-    if !parser.parse_keywords(&[Keyword::SHOW, Keyword::CATALOGS]) {
-        return false;
-    }
-    let _ = parser.consume_token(&Token::SemiColon);
-    parser.peek_token().token == Token::EOF
-}
-
-/// Whether the statement is `CREATE [OR REPLACE] [UNBOUNDED] EXTERNAL TABLE`.
-fn is_create_external(sql: &str) -> bool {
-    let dialect = GenericDialect {};
-    let Ok(mut parser) = Parser::new(&dialect).try_with_sql(sql) else {
-        return false;
-    };
-    if !parser.parse_keyword(Keyword::CREATE) {
-        return false;
-    }
-    let _ = parser.parse_keywords(&[Keyword::OR, Keyword::REPLACE]);
-    let _ = parser.parse_keyword(Keyword::UNBOUNDED);
-    parser.parse_keywords(&[Keyword::EXTERNAL, Keyword::TABLE])
-}
-
-/// The table named by `CREATE OR REPLACE [EXTERNAL] TABLE [IF NOT EXISTS] name ...`.
-///
-/// Only the statement's head is parsed: the rest may use syntax that
-/// `SQLContext` rewrites before parsing (`PARTITIONED BY (a)`).
-fn create_or_replace_target(sql: &str) -> Option<ObjectName> {
-    let dialect = GenericDialect {};
-    let mut parser = Parser::new(&dialect).try_with_sql(sql).ok()?;
-    if !parser.parse_keywords(&[Keyword::CREATE, Keyword::OR, Keyword::REPLACE]) {
-        return None;
-    }
-    if parser
-        .parse_one_of_keywords(&[Keyword::TEMPORARY, Keyword::TEMP])
-        .is_some()
-    {
-        return None;
-    }
-    let _ = parser.parse_keyword(Keyword::EXTERNAL);
-    if !parser.parse_keyword(Keyword::TABLE) {
-        return None;
-    }
-    let _ = parser.parse_keywords(&[Keyword::IF, Keyword::NOT, Keyword::EXISTS]);
-    parser.parse_object_name(false).ok()
+    contains("version as of ") || contains("timestamp as of ")
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::planner::parsed::CreateCatalog;
     use proptest::prelude::*;
+
+    fn create_catalog(sql: &str) -> Result<Option<CreateCatalog>> {
+        Parsed::generic(sql).create_catalog()
+    }
+
+    fn is_show_catalogs(sql: &str) -> bool {
+        Parsed::generic(sql).is_show_catalogs()
+    }
+
+    fn is_create_external(sql: &str) -> bool {
+        Parsed::generic(sql).is_create_external()
+    }
+
+    fn create_or_replace_target(sql: &str) -> Option<ObjectName> {
+        Parsed::generic(sql).create_or_replace_target()
+    }
+
+    fn check_tokens(sql: &str) -> Result<()> {
+        super::check_tokens(Parsed::generic(sql).tokens())
+    }
 
     /// A filter over a session whose default catalog is a lake-stream
     /// catalog on an empty warehouse in `dir`.
@@ -897,7 +876,8 @@ mod tests {
             .catalog
             .default_catalog
             .clone();
-        let options = HashMap::from([("warehouse".to_string(), dir.display().to_string())]);
+        let options =
+            std::collections::HashMap::from([("warehouse".to_string(), dir.display().to_string())]);
         let paimon = futures::executor::block_on(paimon::CatalogFactory::create(
             paimon::Options::from_map(options.clone()),
         ))
@@ -1183,7 +1163,7 @@ mod tests {
                 .enable_all()
                 .build()
                 .unwrap();
-            let _ = runtime.block_on(filter.check(&sql));
+            let _ = runtime.block_on(filter.check(&Parsed::generic(&sql)));
             let _ = create_catalog(&sql);
             let _ = is_show_catalogs(&sql);
             let _ = is_create_external(&sql);

@@ -1,0 +1,288 @@
+//! A statement as the filter and the router see it: its text tokenized once
+//! and parsed once, in the session's SQL dialect and recursion limit, as
+//! DataFusion's own planner would parse it. Every check on the text works on
+//! these tokens; every decision on the statement works on this tree; a
+//! statement DataFusion plans is handed over as this tree, never as text
+//! to parse again. Only `SQLContext`, whose API takes text, parses again.
+
+use std::collections::HashMap;
+
+use datafusion::prelude::SessionContext;
+use datafusion::sql::sqlparser::ast::{ObjectName, SqlOption, Statement};
+use datafusion::sql::sqlparser::dialect::{dialect_from_str, Dialect, GenericDialect};
+use datafusion::sql::sqlparser::keywords::Keyword;
+use datafusion::sql::sqlparser::parser::Parser;
+use datafusion::sql::sqlparser::tokenizer::{Token, TokenWithSpan, Tokenizer};
+
+use crate::error::{Error, Result};
+
+/// DataFusion's default (`datafusion.sql_parser.recursion_limit`).
+#[cfg(test)]
+const DEFAULT_RECURSION_LIMIT: usize = 50;
+
+/// One statement's text, its tokens and, when it is exactly one statement
+/// this parser reads, its tree.
+pub(crate) struct Parsed<'a> {
+    sql: &'a str,
+    /// The dialect's name (`datafusion.sql_parser.dialect`): a dialect
+    /// itself is not `Send`, and statements run on any thread.
+    dialect: String,
+    recursion_limit: usize,
+    /// Whitespace and comments included; empty when the text does not
+    /// tokenize (an unterminated string), which `SQLContext` then reports.
+    tokens: Vec<TokenWithSpan>,
+    /// `None`: text this parser cannot read, or several statements, or one
+    /// of this crate's own (`CREATE CATALOG`, `SHOW CATALOGS`).
+    statement: Option<Statement>,
+}
+
+impl<'a> Parsed<'a> {
+    /// `sql` in the session's dialect (`datafusion.sql_parser.dialect`).
+    pub(crate) fn new(sql: &'a str, session: &SessionContext) -> Self {
+        let state = session.state();
+        let parser_options = &state.config_options().sql_parser;
+        Self::with_dialect(
+            sql,
+            parser_options.dialect.as_ref().to_string(),
+            parser_options.recursion_limit,
+        )
+    }
+
+    /// `sql` in the generic dialect, as a session with default settings reads it.
+    #[cfg(test)]
+    pub(crate) fn generic(sql: &'a str) -> Self {
+        Self::with_dialect(sql, "generic".to_string(), DEFAULT_RECURSION_LIMIT)
+    }
+
+    fn with_dialect(sql: &'a str, dialect: String, recursion_limit: usize) -> Self {
+        let tokens = Tokenizer::new(dialect_of(&dialect).as_ref(), sql)
+            .tokenize_with_location()
+            .unwrap_or_default();
+        let mut parsed = Self {
+            sql,
+            dialect,
+            recursion_limit: recursion_limit.max(1),
+            tokens,
+            statement: None,
+        };
+        if !parsed.tokens.is_empty() && !parsed.is_own_statement() {
+            parsed.statement = parsed.parse();
+        }
+        parsed
+    }
+
+    /// The statement's text, as given.
+    pub(crate) fn sql(&self) -> &'a str {
+        self.sql
+    }
+
+    /// The statement's tokens, whitespace and comments included.
+    pub(crate) fn tokens(&self) -> impl Iterator<Item = &Token> + Clone {
+        self.tokens.iter().map(|t| &t.token)
+    }
+
+    /// The statement, when the text is exactly one statement this parser reads.
+    pub(crate) fn statement(&self) -> Option<&Statement> {
+        self.statement.as_ref()
+    }
+
+    /// Takes the statement, for DataFusion to plan.
+    pub(crate) fn take_statement(&mut self) -> Option<Statement> {
+        self.statement.take()
+    }
+
+    /// Runs `parse` on a parser over the statement's tokens.
+    fn with_parser<T>(&self, parse: impl FnOnce(&mut Parser<'_>) -> T) -> T {
+        let dialect = dialect_of(&self.dialect);
+        let mut parser = Parser::new(dialect.as_ref())
+            .with_tokens_with_locations(self.tokens.clone())
+            .with_recursion_limit(self.recursion_limit);
+        parse(&mut parser)
+    }
+
+    fn parse(&self) -> Option<Statement> {
+        let mut statements = self.with_parser(|p| p.parse_statements()).ok()?;
+        match statements.len() {
+            1 => statements.pop(),
+            _ => None,
+        }
+    }
+
+    /// The keywords of the first `n` tokens that are not whitespace or
+    /// comments (`NoKeyword` for other tokens).
+    fn head(&self, n: usize) -> Vec<Keyword> {
+        self.tokens()
+            .filter(|t| !matches!(t, Token::Whitespace(_)))
+            .take(n)
+            .map(|t| match t {
+                Token::Word(word) if word.quote_style.is_none() => word.keyword,
+                _ => Keyword::NoKeyword,
+            })
+            .collect()
+    }
+
+    fn is_own_statement(&self) -> bool {
+        matches!(
+            self.head(2).as_slice(),
+            [Keyword::CREATE, Keyword::CATALOG] | [Keyword::SHOW, Keyword::CATALOGS]
+        )
+    }
+
+    /// `CREATE CATALOG [IF NOT EXISTS] name WITH ('key' = 'value', ...)`;
+    /// `Ok(None)` for any other statement.
+    pub(crate) fn create_catalog(&self) -> Result<Option<CreateCatalog>> {
+        if self.head(2) != [Keyword::CREATE, Keyword::CATALOG] {
+            return Ok(None);
+        }
+        self.with_parser(parse_create_catalog)
+    }
+
+    /// Whether the statement is `SHOW CATALOGS`.
+    pub(crate) fn is_show_catalogs(&self) -> bool {
+        let keyword = |token: &Token, keyword: Keyword| matches!(token, Token::Word(word) if word.keyword == keyword);
+        let significant: Vec<&Token> = self
+            .tokens()
+            .filter(|t| !matches!(t, Token::Whitespace(_)))
+            .take(4)
+            .collect();
+        match significant.as_slice() {
+            [show, catalogs] | [show, catalogs, Token::SemiColon] => {
+                keyword(show, Keyword::SHOW) && keyword(catalogs, Keyword::CATALOGS)
+            }
+            _ => false,
+        }
+    }
+
+    /// Whether the statement is `CREATE [OR REPLACE] [UNBOUNDED] EXTERNAL TABLE`:
+    /// DataFusion's own syntax, which only its parser reads.
+    pub(crate) fn is_create_external(&self) -> bool {
+        let head = self.head(6);
+        let mut rest = head.as_slice();
+        let Some(rest_after_create) = rest.strip_prefix(&[Keyword::CREATE]) else {
+            return false;
+        };
+        rest = rest_after_create;
+        if let Some(r) = rest.strip_prefix(&[Keyword::OR, Keyword::REPLACE]) {
+            rest = r;
+        }
+        if let Some(r) = rest.strip_prefix(&[Keyword::UNBOUNDED]) {
+            rest = r;
+        }
+        rest.starts_with(&[Keyword::EXTERNAL, Keyword::TABLE])
+    }
+
+    /// The table named by `CREATE OR REPLACE [EXTERNAL] TABLE [IF NOT EXISTS] name ...`.
+    ///
+    /// Only the statement's head is parsed: the rest may use syntax that
+    /// `SQLContext` rewrites before parsing (`PARTITIONED BY (a)`).
+    pub(crate) fn create_or_replace_target(&self) -> Option<ObjectName> {
+        if !self
+            .head(3)
+            .starts_with(&[Keyword::CREATE, Keyword::OR, Keyword::REPLACE])
+        {
+            return None;
+        }
+        self.with_parser(|parser| {
+            if !parser.parse_keywords(&[Keyword::CREATE, Keyword::OR, Keyword::REPLACE]) {
+                return None;
+            }
+            if parser
+                .parse_one_of_keywords(&[Keyword::TEMPORARY, Keyword::TEMP])
+                .is_some()
+            {
+                return None;
+            }
+            let _ = parser.parse_keyword(Keyword::EXTERNAL);
+            if !parser.parse_keyword(Keyword::TABLE) {
+                return None;
+            }
+            let _ = parser.parse_keywords(&[Keyword::IF, Keyword::NOT, Keyword::EXISTS]);
+            parser.parse_object_name(false).ok()
+        })
+    }
+}
+
+/// The dialect named `name`, or the generic one.
+fn dialect_of(name: &str) -> Box<dyn Dialect> {
+    dialect_from_str(name).unwrap_or_else(|| Box::new(GenericDialect {}))
+}
+
+/// `CREATE CATALOG ...` from its first token; `Ok(None)` when it is not one.
+fn parse_create_catalog(parser: &mut Parser<'_>) -> Result<Option<CreateCatalog>> {
+    if !parser.parse_keywords(&[Keyword::CREATE, Keyword::CATALOG]) {
+        return Ok(None);
+    }
+
+    let syntax = |e: &dyn std::fmt::Display| Error::InvalidStatement {
+        statement: "CREATE CATALOG".to_string(),
+        reason: format!(
+            "{e}; write CREATE CATALOG [IF NOT EXISTS] name WITH ('warehouse' = '...', ...)"
+        ),
+    };
+    let if_not_exists = parser.parse_keywords(&[Keyword::IF, Keyword::NOT, Keyword::EXISTS]);
+    let name = parser.parse_identifier().map_err(|e| syntax(&e))?.value;
+    let options = parser
+        .parse_options(Keyword::WITH)
+        .map_err(|e| syntax(&e))?;
+    let _ = parser.consume_token(&Token::SemiColon);
+    if parser.peek_token().token != Token::EOF {
+        return Err(syntax(&format!(
+            "unexpected '{}' after the options",
+            parser.peek_token().token
+        )));
+    }
+    let mut map = HashMap::new();
+    for option in options {
+        match option {
+            SqlOption::KeyValue { key, value } => {
+                map.insert(
+                    key.value.clone(),
+                    super::statement::unquote(&value.to_string()),
+                );
+            }
+            other => {
+                return Err(syntax(&format!(
+                    "'{other}' is not a 'key' = 'value' option"
+                )))
+            }
+        }
+    }
+    Ok(Some(CreateCatalog {
+        name,
+        if_not_exists,
+        options: map,
+    }))
+}
+
+/// `CREATE CATALOG [IF NOT EXISTS] name WITH ('key' = 'value', ...)`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct CreateCatalog {
+    pub(crate) name: String,
+    pub(crate) if_not_exists: bool,
+    pub(crate) options: HashMap<String, String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_statement_is_parsed_with_the_sessions_settings() {
+        let nested = "SELECT ((((((((((1))))))))))";
+        assert!(Parsed::generic(nested).statement().is_some());
+        let config = datafusion::prelude::SessionConfig::new()
+            .set_usize("datafusion.sql_parser.recursion_limit", 5);
+        let session = SessionContext::new_with_config(config);
+        assert!(Parsed::new(nested, &session).statement().is_none());
+    }
+
+    #[test]
+    fn several_statements_or_unreadable_text_have_no_tree() {
+        assert!(Parsed::generic("SELECT 1; SELECT 2").statement().is_none());
+        assert!(Parsed::generic("SELECT 'unterminated")
+            .statement()
+            .is_none());
+        assert!(Parsed::generic("SELECT 1;").statement().is_some());
+        assert!(Parsed::generic("SHOW CATALOGS").statement().is_none());
+    }
+}
