@@ -56,6 +56,15 @@ impl Command {
     }
 }
 
+/// What `\q` prints (on standard error) when it finds a statement that has
+/// begun without its `;`: that statement is not run, as in psql, and says so.
+pub fn not_run_at_quit(statement: &str) -> String {
+    let mut lines = statement.lines();
+    let first = lines.next().unwrap_or_default();
+    let more = if lines.next().is_some() { " ..." } else { "" };
+    format!("Warning: \\q: not run, as it lacks its terminating ';': {first}{more}")
+}
+
 /// Whether to go on after a command or statement.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Flow {
@@ -135,5 +144,17 @@ mod tests {
         );
         let err = Command::parse("\\x").unwrap_err();
         assert!(err.contains("unknown command '\\x'"), "{err}");
+    }
+
+    #[test]
+    fn quitting_names_the_statement_it_does_not_run() {
+        assert_eq!(
+            not_run_at_quit("SELECT 1"),
+            "Warning: \\q: not run, as it lacks its terminating ';': SELECT 1"
+        );
+        assert_eq!(
+            not_run_at_quit("DELETE FROM t\nWHERE id = 1"),
+            "Warning: \\q: not run, as it lacks its terminating ';': DELETE FROM t ..."
+        );
     }
 }

@@ -83,7 +83,10 @@ impl ScriptRunner {
                 }
             };
             if flow == Flow::Quit {
-                // What else waits is not run.
+                // What else waits is not run; an unfinished statement says so.
+                if let Some(statement) = self.assembler.unfinished() {
+                    eprintln!("{}", command::not_run_at_quit(statement));
+                }
                 self.assembler = Assembler::new();
                 return Ok(Flow::Quit);
             }

@@ -70,6 +70,12 @@ pub(crate) fn is_blank(token: &Token) -> bool {
     )
 }
 
+/// Whether the tokenizer reads `text` to its end: no string, quoted name or
+/// comment is left open.
+fn readable(text: &str) -> bool {
+    Tokenizer::new(&GenericDialect {}, text).tokenize().is_ok()
+}
+
 /// Whether `text` holds more than whitespace and comments (text the
 /// tokenizer cannot read counts as content).
 fn has_content(text: &str) -> bool {
@@ -94,8 +100,10 @@ pub enum Item {
 /// (piped standard input need not be closed first), the way the interactive
 /// shell does:
 ///
-/// - a line that starts with `\` where no statement is open (before the
-///   first statement, or after a `;`) is a command;
+/// - a line that starts with `\` is a command, unless it continues a string,
+///   a quoted name or a comment; as in psql, a command between the lines of
+///   an unfinished statement leaves the statement waiting for its `;`
+///   ([`Self::unfinished`]; `\q` then quits without running it);
 /// - anything else is SQL; every statement whose `;` has arrived is handed
 ///   out, the text after the last `;` waits for more lines;
 /// - at the end ([`Self::finish`]) what waits is a statement, even without
@@ -116,9 +124,11 @@ impl Assembler {
     pub fn line(&mut self, line: &str) -> Vec<Item> {
         let line = line.strip_suffix('\n').unwrap_or(line);
         let line = line.strip_suffix('\r').unwrap_or(line);
-        if line.trim_start().starts_with('\\') && !has_content(&self.pending) {
-            // Comments before a command go with it.
-            self.pending.clear();
+        if line.trim_start().starts_with('\\') && readable(&self.pending) {
+            if !has_content(&self.pending) {
+                // Comments before a command go with it.
+                self.pending.clear();
+            }
             return vec![Item::Command(line.trim().to_string())];
         }
         self.pending.push_str(line);
@@ -136,6 +146,11 @@ impl Assembler {
         }
         self.pending.drain(..end);
         statements.into_iter().map(Item::Statement).collect()
+    }
+
+    /// The statement waiting for its `;`, if one has begun.
+    pub fn unfinished(&self) -> Option<&str> {
+        has_content(&self.pending).then(|| self.pending.trim())
     }
 
     /// The end of the script: what waits, as statements.
@@ -279,10 +294,14 @@ mod tests {
                 vec![],
             ]
         );
-        // Inside a statement, such a line is SQL (here: part of a string).
+        // Inside a string, a quoted name or a comment, such a line is SQL.
         assert_eq!(
             items(&["SELECT 'a", "\\q';"]),
             vec![vec![], vec![statement("SELECT 'a\n\\q'")], vec![]]
+        );
+        assert_eq!(
+            items(&["SELECT 1 /* a", "\\q */;"]),
+            vec![vec![], vec![statement("SELECT 1 /* a\n\\q */")], vec![]]
         );
         // Comments after a `;` do not open a statement.
         assert_eq!(
@@ -293,6 +312,31 @@ mod tests {
                 vec![]
             ]
         );
+    }
+
+    /// As in psql: a command on the line after an unfinished statement runs,
+    /// and the statement waits for its `;`; it is never part of the command.
+    #[test]
+    fn a_command_after_an_unfinished_statement_leaves_it_waiting() {
+        let mut assembler = Assembler::new();
+        assert_eq!(assembler.line("SELECT 1"), vec![]);
+        assert_eq!(assembler.unfinished(), Some("SELECT 1"));
+        assert_eq!(
+            assembler.line("\\pset format csv"),
+            vec![Item::Command("\\pset format csv".into())]
+        );
+        assert_eq!(
+            assembler.line("AS one;"),
+            vec![statement("SELECT 1\nAS one")]
+        );
+        assert_eq!(assembler.unfinished(), None);
+        assert_eq!(assembler.line("SELECT 2 -- no ';'"), vec![]);
+        assert_eq!(assembler.line("\\q"), vec![Item::Command("\\q".into())]);
+        assert_eq!(assembler.unfinished(), Some("SELECT 2 -- no ';'"));
+        // Comments alone are no unfinished statement.
+        let mut assembler = Assembler::new();
+        assert_eq!(assembler.line("-- a comment"), vec![]);
+        assert_eq!(assembler.unfinished(), None);
     }
 
     #[test]

@@ -30,7 +30,7 @@ use rustyline::{Editor, Helper};
 use super::command::{self, Command, Flow, Frontend};
 use super::errors;
 use super::print::{acknowledges, write_part, Format};
-use super::script::{is_blank, split_statements};
+use super::script::{is_blank, Assembler, Item};
 use crate::progress::{running_work, WorkStatus};
 use crate::LakeStreamContext;
 
@@ -80,12 +80,22 @@ impl Highlighter for SqlHelper {}
 
 impl Helper for SqlHelper {}
 
-/// Whether `input` is ready to run: a backslash command, blank, or SQL whose
-/// last token (ignoring whitespace and comments) is a `;` outside strings.
+/// Whether `input` is ready to run: a backslash command (on a line of its
+/// own after unfinished SQL too, as in psql), blank, or SQL whose last token
+/// (ignoring whitespace and comments) is a `;` outside strings.
 pub fn is_complete(input: &str) -> bool {
     let trimmed = input.trim();
     if trimmed.is_empty() || trimmed.starts_with('\\') {
         return true;
+    }
+    if let Some((before, last)) = trimmed.rsplit_once('\n') {
+        if last.trim_start().starts_with('\\')
+            && Tokenizer::new(&GenericDialect {}, before)
+                .tokenize()
+                .is_ok()
+        {
+            return true;
+        }
     }
     let Ok(tokens) = Tokenizer::new(&GenericDialect {}, input).tokenize() else {
         // An open string or quoted name: wait for more.
@@ -112,8 +122,18 @@ pub async fn run(ctx: &mut LakeStreamContext, mut options: ShellOptions) -> Resu
         "paimon-lakestream {} shell. \\? for help, \\q to quit.",
         env!("CARGO_PKG_VERSION")
     );
+    // A statement left unfinished by a command typed after it (psql's
+    // query buffer): the next prompt starts with it.
+    let mut unfinished = String::new();
     loop {
-        let read = tokio::task::block_in_place(|| editor.readline("lakestream> "));
+        let read = tokio::task::block_in_place(|| {
+            if unfinished.is_empty() {
+                editor.readline("lakestream> ")
+            } else {
+                editor.readline_with_initial("lakestream> ", (unfinished.as_str(), ""))
+            }
+        });
+        unfinished.clear();
         let input = match read {
             Ok(input) => input,
             // Ctrl-C at the prompt drops the line being typed.
@@ -132,29 +152,42 @@ pub async fn run(ctx: &mut LakeStreamContext, mut options: ShellOptions) -> Resu
         if let Some(history) = &options.history {
             let _ = editor.save_history(history);
         }
-        let trimmed = input.trim();
-        if trimmed.starts_with('\\') {
-            let mut shell = Shell {
-                ctx: &mut *ctx,
-                options: &mut options,
-            };
-            let flow = match Command::parse(trimmed) {
-                Ok(parsed) => command::execute(&mut shell, &parsed).await,
-                Err(e) => Err(e),
-            };
-            match flow {
-                Ok(Flow::Continue) => continue,
-                Ok(Flow::Quit) => break,
-                Err(e) => {
+        // Statements and commands as a script's (`Assembler`): a command
+        // after an unfinished statement runs, and the statement waits.
+        let mut assembler = Assembler::new();
+        for line in input.lines() {
+            for item in assembler.line(line) {
+                let sql = match item {
+                    Item::Statement(sql) => sql,
+                    Item::Command(line) => {
+                        let mut shell = Shell {
+                            ctx: &mut *ctx,
+                            options: &mut options,
+                        };
+                        let flow = match Command::parse(&line) {
+                            Ok(parsed) => command::execute(&mut shell, &parsed).await,
+                            Err(e) => Err(e),
+                        };
+                        match flow {
+                            Ok(Flow::Continue) => {}
+                            Ok(Flow::Quit) => {
+                                if let Some(statement) = assembler.unfinished() {
+                                    eprintln!("{}", command::not_run_at_quit(statement));
+                                }
+                                return Ok(());
+                            }
+                            Err(e) => eprintln!("Error: {e}"),
+                        }
+                        continue;
+                    }
+                };
+                if let Err(e) = run_statement(ctx, &sql, &options).await {
                     eprintln!("Error: {e}");
-                    continue;
                 }
             }
         }
-        for statement in split_statements(&input) {
-            if let Err(e) = run_statement(ctx, &statement, &options).await {
-                eprintln!("Error: {e}");
-            }
+        if let Some(statement) = assembler.unfinished() {
+            unfinished = statement.to_string();
         }
     }
     Ok(())
@@ -395,5 +428,10 @@ mod tests {
         assert!(!is_complete("SELECT ';'"));
         assert!(!is_complete("SELECT 1 /* ; */"));
         assert!(is_complete("SELECT 1;\nSELECT 2;"));
+        // A command after an unfinished statement, as in psql.
+        assert!(is_complete("SELECT 1\n\\q"));
+        assert!(is_complete("SELECT 1\n  \\pset format csv\n"));
+        assert!(!is_complete("SELECT 'a\n\\q"));
+        assert!(!is_complete("SELECT 1 /* a\n\\q"));
     }
 }

@@ -7,9 +7,12 @@ use std::time::Duration;
 use async_trait::async_trait;
 use datafusion::arrow::array::{Array, RecordBatch};
 use datafusion::arrow::datatypes::DataType;
+use datafusion::arrow::error::ArrowError;
 use datafusion::arrow::util::display::{ArrayFormatter, FormatOptions};
 use datafusion::error::DataFusionError;
 use sqllogictest::{DBOutput, DefaultColumnType};
+use tokio::sync::watch;
+use tokio::task::JoinSet;
 
 use super::{StoreCondition, StoreHarness, Warehouse};
 use crate::LakeStreamContext;
@@ -20,39 +23,124 @@ use crate::LakeStreamContext;
 ///   names no store;
 /// - `TEST AFTER <ms> <statement>`: runs the statement that much later, in
 ///   the background (for streaming reads); should it fail, the statement
-///   running then (or the next one) fails with its error;
+///   running then (or the next one) fails with its error, and so does the
+///   run ([`AfterStatements::finish`]), even when it fails after the last
+///   record or a record that expects an error took its error;
 /// - `TEST <anything else>`: the harness's own
 ///   ([`StoreHarness::test_statement`]).
 ///
 /// `${WAREHOUSE}` in a statement is [`Warehouse::warehouse_path`], `${DIR}`
 /// [`Warehouse::path`]; in results, that directory reads as `<dir>`.
-/// Values are text: `NULL` for nulls, `(empty)` for empty strings; column
+/// Values are text ([`text_rows`]), with `(empty)` for empty strings (a
+/// value of no characters would vanish between the spaces of a row); column
 /// letters are `I` for integers, `R` for floating point and decimals, `T`
 /// for the rest.
 pub struct Database {
     ctx: Arc<LakeStreamContext>,
     warehouse: Arc<Warehouse>,
     harness: Option<Arc<dyn StoreHarness>>,
-    /// The error of a `TEST AFTER` statement that failed.
-    after_failed: Arc<tokio::sync::watch::Sender<Option<String>>>,
+    after: Arc<AfterStatements>,
+}
+
+/// The `TEST AFTER` statements of a run, shared by all its connections:
+/// those still running, and the error of the first that failed.
+#[derive(Debug)]
+pub struct AfterStatements {
+    failed: watch::Sender<Option<String>>,
+    running: std::sync::Mutex<JoinSet<()>>,
+}
+
+impl Default for AfterStatements {
+    fn default() -> Self {
+        Self {
+            failed: watch::channel(None).0,
+            running: std::sync::Mutex::new(JoinSet::new()),
+        }
+    }
+}
+
+impl AfterStatements {
+    /// No statements yet.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The error of the first statement that failed, if one has.
+    pub fn failure(&self) -> Option<String> {
+        self.failed.borrow().clone()
+    }
+
+    /// The end of a run: waits for the statements still running (each has
+    /// [`STATEMENT_TIMEOUT`]); the error of the first that failed, whenever
+    /// it failed.
+    pub async fn finish(&self) -> Result<(), String> {
+        let mut running = std::mem::take(&mut *self.lock());
+        while let Some(joined) = running.join_next().await {
+            if let Err(e) = joined {
+                self.fail(format!("a TEST AFTER statement did not finish: {e}"));
+            }
+        }
+        self.failure().map_or(Ok(()), Err)
+    }
+
+    /// The end of a run that failed: the statements still running stop.
+    pub fn abort(&self) {
+        self.lock().abort_all();
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, JoinSet<()>> {
+        self.running.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Keeps the first failure: later ones are often its consequences.
+    fn fail(&self, error: String) {
+        self.failed.send_if_modified(|failed| {
+            if failed.is_some() {
+                return false;
+            }
+            *failed = Some(error);
+            true
+        });
+    }
+
+    /// Runs `statement` on `ctx` after `delay`, in the background.
+    fn spawn(self: &Arc<Self>, ctx: Arc<LakeStreamContext>, delay: u64, statement: String) {
+        let this = Arc::clone(self);
+        self.lock().spawn(async move {
+            tokio::time::sleep(Duration::from_millis(delay)).await;
+            let run = async {
+                let df = ctx.sql(&statement).await?;
+                df.collect().await.map(|_| ())
+            };
+            let error = match tokio::time::timeout(STATEMENT_TIMEOUT, run).await {
+                Ok(Ok(())) => return,
+                Ok(Err(e)) => e.to_string(),
+                Err(_) => format!("did not finish within {STATEMENT_TIMEOUT:?}"),
+            };
+            this.fail(format!("TEST AFTER {delay} {statement} failed: {error}"));
+        });
+    }
 }
 
 /// No statement of a suite may hang the test run.
-const STATEMENT_TIMEOUT: Duration = Duration::from_secs(120);
+pub const STATEMENT_TIMEOUT: Duration = Duration::from_secs(120);
 
 impl Database {
     /// A session on `warehouse` that starts with `ctx`; `TEST REOPEN` opens
     /// the next through `harness` (without one: a catalog naming no store).
+    /// Its `TEST AFTER` statements join `after`, which the run finishes
+    /// ([`AfterStatements::finish`]) after its last record.
     pub fn new(
         ctx: Arc<LakeStreamContext>,
         warehouse: Arc<Warehouse>,
         harness: Option<Arc<dyn StoreHarness>>,
+        after: Arc<AfterStatements>,
     ) -> Self {
         Self {
             ctx,
             warehouse,
             harness,
-            after_failed: Arc::new(tokio::sync::watch::channel(None).0),
+            after,
         }
     }
 
@@ -84,20 +172,7 @@ impl Database {
                     .nth(2)
                     .unwrap_or_default()
                     .to_string();
-                let ctx = Arc::clone(&self.ctx);
-                let failed = Arc::clone(&self.after_failed);
-                tokio::spawn(async move {
-                    tokio::time::sleep(Duration::from_millis(delay)).await;
-                    let result = match ctx.sql(&statement).await {
-                        Ok(df) => df.collect().await.map(|_| ()),
-                        Err(e) => Err(e),
-                    };
-                    if let Err(e) = result {
-                        failed.send_replace(Some(format!(
-                            "TEST AFTER {delay} {statement} failed: {e}"
-                        )));
-                    }
-                });
+                self.after.spawn(Arc::clone(&self.ctx), delay, statement);
             }
             _ => {
                 let answer = match &self.harness {
@@ -131,9 +206,16 @@ impl Database {
             .collect();
         // The run's temporary directory reads as `<dir>`, so results can name paths.
         let dir = self.warehouse.path().display().to_string();
-        let rows = rows(&batches)?
+        let rows = text_rows(&batches)?
             .into_iter()
-            .map(|row| row.into_iter().map(|v| v.replace(&dir, "<dir>")).collect())
+            .map(|row| {
+                row.into_iter()
+                    .map(|v| match v.as_str() {
+                        "" => "(empty)".to_string(),
+                        _ => v.replace(&dir, "<dir>"),
+                    })
+                    .collect()
+            })
             .collect();
         Ok(DBOutput::Rows { types, rows })
     }
@@ -145,17 +227,16 @@ impl sqllogictest::AsyncDB for Database {
     type ColumnType = DefaultColumnType;
 
     async fn run(&mut self, sql: &str) -> Result<DBOutput<DefaultColumnType>, DataFusionError> {
+        let mut after_failed = self.after.failed.subscribe();
+        let failed = |error: Option<String>| DataFusionError::Execution(error.unwrap_or_default());
+        if let Some(error) = self.after.failure() {
+            return Err(failed(Some(error)));
+        }
         if let Some(command) = sql.trim().strip_prefix("TEST ") {
             self.run_test_statement(command.trim()).await?;
             return Ok(DBOutput::StatementComplete(0));
         }
         let sql = self.substitute(sql);
-        let mut after_failed = self.after_failed.subscribe();
-        let failed =
-            |error: &Option<String>| DataFusionError::Execution(error.clone().unwrap_or_default());
-        if after_failed.borrow().is_some() {
-            return Err(failed(&after_failed.borrow()));
-        }
         tokio::select! {
             result = tokio::time::timeout(STATEMENT_TIMEOUT, self.query(&sql)) => match result {
                 Ok(result) => result,
@@ -164,7 +245,7 @@ impl sqllogictest::AsyncDB for Database {
                 ))),
             },
             error = after_failed.wait_for(Option::is_some) => {
-                Err(failed(&error.map(|e| e.clone()).unwrap_or_default()))
+                Err(failed(error.ok().and_then(|e| e.clone())))
             }
         }
     }
@@ -190,7 +271,11 @@ fn column_type(data_type: &DataType) -> DefaultColumnType {
     }
 }
 
-fn rows(batches: &[RecordBatch]) -> Result<Vec<Vec<String>>, DataFusionError> {
+/// The rows of `batches` as text, a row a `Vec`: each value as Arrow's
+/// display writes it, `NULL` for nulls. The one way results read as text in
+/// this crate's tests: `.slt` results (where an empty value then reads
+/// `(empty)`), and the rows compared with another reader's (pypaimon's).
+pub fn text_rows(batches: &[RecordBatch]) -> Result<Vec<Vec<String>>, ArrowError> {
     let options = FormatOptions::default().with_null("NULL");
     let mut out = Vec::new();
     for batch in batches {
@@ -208,12 +293,7 @@ fn rows(batches: &[RecordBatch]) -> Result<Vec<Vec<String>>, DataFusionError> {
                         if column.is_null(row) {
                             "NULL".to_string()
                         } else {
-                            let text = formatter.value(row).to_string();
-                            if text.is_empty() {
-                                "(empty)".to_string()
-                            } else {
-                                text
-                            }
+                            formatter.value(row).to_string()
                         }
                     })
                     .collect(),

@@ -88,7 +88,7 @@ use tempfile::TempDir;
 use crate::store::StoreFactory;
 use crate::LakeStreamContext;
 
-pub use database::Database;
+pub use database::{text_rows, AfterStatements, Database, STATEMENT_TIMEOUT};
 pub use sqllogictest;
 
 /// The files of the conformance suite: `(name, text)`, the name relative to
@@ -323,7 +323,9 @@ pub fn labels(harness: Option<&dyn StoreHarness>) -> Vec<String> {
 /// opened by `harness` (or naming no store), with [`labels`] of the harness
 /// plus `extra_labels`. Column letters are checked strictly: `query IT` must
 /// match an integer and a text column (`R`: floating point and decimals).
-/// The error is sqllogictest's report of the record that failed.
+/// The error is sqllogictest's report of the record that failed, or the
+/// error of a `TEST AFTER` statement that failed (those still running at
+/// the end are waited for).
 pub async fn run(
     script: Script<'_>,
     warehouse: Warehouse,
@@ -338,8 +340,15 @@ pub async fn run(
     });
     let mut all_labels = labels(harness.as_deref());
     all_labels.extend(extra_labels.iter().map(|l| l.to_string()));
+    let after = Arc::new(AfterStatements::new());
+    let connections_after = Arc::clone(&after);
     let mut runner = sqllogictest::Runner::new(move || {
-        let db = Database::new(Arc::clone(&ctx), Arc::clone(&warehouse), harness.clone());
+        let db = Database::new(
+            Arc::clone(&ctx),
+            Arc::clone(&warehouse),
+            harness.clone(),
+            Arc::clone(&connections_after),
+        );
         async move { Ok::<_, datafusion::error::DataFusionError>(db) }
     });
     for label in &all_labels {
@@ -347,7 +356,7 @@ pub async fn run(
     }
     runner.with_column_validator(sqllogictest::strict_column_validator);
     let report = |e: sqllogictest::TestError| e.display(false).to_string();
-    match (script, mode) {
+    let outcome = match (script, mode) {
         (Script::File(path), Mode::Run) => runner.run_file_async(path).await.map_err(report),
         (Script::Text { name, text }, Mode::Run) => runner
             .run_script_with_name_async(text, Arc::from(name))
@@ -364,7 +373,21 @@ pub async fn run(
             .await
             .map_err(|e| e.to_string()),
         (Script::Text { name, .. }, Mode::Complete) => {
-            Err(format!("{name}: only files can be completed"))
+            return Err(format!("{name}: only files can be completed"))
+        }
+    };
+    // A `TEST AFTER` statement that failed fails the run, even after the
+    // last record, or where a record expecting an error took its error.
+    match outcome {
+        Ok(()) => after.finish().await,
+        Err(report) => {
+            after.abort();
+            match after.failure() {
+                Some(failure) if !report.contains(&failure) => {
+                    Err(format!("{report}\n\nAlso: {failure}"))
+                }
+                _ => Err(report),
+            }
         }
     }
 }

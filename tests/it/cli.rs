@@ -650,6 +650,49 @@ fn backslash_commands_work_in_piped_input_and_files() {
     assert!(!stdout(&out).contains("eight"), "{}", stdout(&out));
 }
 
+/// psql's way with a backslash command on the line after a statement that
+/// lacks its `;`: the command is not read as part of the statement (which
+/// used to fail the script with a parse error); `\q` quits without running
+/// the statement and says so (status 0), another command runs and the
+/// statement waits for its `;`.
+#[test]
+fn a_command_after_a_statement_without_its_semicolon_is_a_command() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = cli_with_input(dir.path(), &[], "SELECT 1 AS one\n\\q\n");
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(!stdout(&out).contains("one"), "{}", stdout(&out));
+    assert_eq!(
+        stderr(&out),
+        "Warning: \\q: not run, as it lacks its terminating ';': SELECT 1 AS one\n"
+    );
+    // The same in a file, and a statement over lines is named by its first.
+    let script = dir.path().join("unfinished.sql");
+    std::fs::write(
+        &script,
+        "SELECT 2 AS two;\nSELECT 3\nAS three\n\\q\nSELECT 4;\n",
+    )
+    .unwrap();
+    let out = cli(
+        dir.path(),
+        &["-q", "--format", "csv", "-f", script.to_str().unwrap()],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(stdout(&out), "two\n2\n");
+    assert!(
+        stderr(&out).contains("not run, as it lacks its terminating ';': SELECT 3 ..."),
+        "{}",
+        stderr(&out)
+    );
+    // Any other command runs, and the statement goes on to its `;`.
+    let out = cli_with_input(
+        dir.path(),
+        &["-q"],
+        "SELECT 5\n\\pset format csv\nAS five;\n",
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(stdout(&out), "five\n5\n");
+}
+
 #[test]
 fn piped_statements_run_before_standard_input_is_closed() {
     use std::io::{BufRead, BufReader, Write};

@@ -12,9 +12,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 
-use datafusion::arrow::array::Array;
 use datafusion::arrow::record_batch::RecordBatch;
-use datafusion::arrow::util::display::{ArrayFormatter, FormatOptions};
+use paimon_lakestream::testing::text_rows;
 use paimon_lakestream::LakeStreamContext;
 
 use crate::support::{ids, run, CatalogKind, TestWarehouse};
@@ -107,32 +106,15 @@ pub(crate) fn render(batches: &[RecordBatch]) -> Vec<String> {
     render_with(batches, "|")
 }
 
-/// The rows of a result, each its values (`NULL` for null) joined by
-/// `separator`, sorted.
+/// The rows of a result, each its values joined by `separator`, sorted;
+/// values as `.slt` results show them ([`text_rows`]), but for an empty
+/// string, which stays empty (as pypaimon's reader prints it).
 pub(crate) fn render_with(batches: &[RecordBatch], separator: &str) -> Vec<String> {
-    let options = FormatOptions::default().with_null("NULL");
-    let mut out = Vec::new();
-    for batch in batches {
-        let formatters: Vec<ArrayFormatter> = batch
-            .columns()
-            .iter()
-            .map(|column| ArrayFormatter::try_new(column.as_ref(), &options).expect("formatter"))
-            .collect();
-        for row in 0..batch.num_rows() {
-            let cells: Vec<String> = formatters
-                .iter()
-                .zip(batch.columns())
-                .map(|(formatter, column)| {
-                    if column.is_null(row) {
-                        "NULL".to_string()
-                    } else {
-                        formatter.value(row).to_string()
-                    }
-                })
-                .collect();
-            out.push(cells.join(separator));
-        }
-    }
+    let mut out: Vec<String> = text_rows(batches)
+        .expect("values as text")
+        .into_iter()
+        .map(|row| row.join(separator))
+        .collect();
     out.sort();
     out
 }
@@ -488,4 +470,34 @@ async fn pypaimon_reads_tables_whose_manifests_were_compacted() {
         f.same_rows(table, None).await;
         assert!(f.same_rows_at_every_snapshot(table).await >= 9);
     }
+}
+
+/// Our side of the comparison renders values as the slt runner does
+/// (`paimon_lakestream::testing::text_rows`), as pypaimon's reader prints
+/// them: `NULL` for null, floats and booleans as Arrow displays them; an empty
+/// string stays empty (the slt runner alone writes it `(empty)`).
+#[test]
+fn our_rows_render_as_the_slt_runner_renders_them() {
+    use std::sync::Arc;
+
+    use datafusion::arrow::array::{ArrayRef, BooleanArray, Float64Array, Int32Array, StringArray};
+
+    let columns: Vec<(&str, ArrayRef)> = vec![
+        ("id", Arc::new(Int32Array::from(vec![2, 1]))),
+        ("s", Arc::new(StringArray::from(vec![None, Some("")]))),
+        ("f", Arc::new(Float64Array::from(vec![0.0, 1.5]))),
+        ("b", Arc::new(BooleanArray::from(vec![None, Some(true)]))),
+    ];
+    let batch = RecordBatch::try_from_iter(columns).expect("a batch");
+    assert_eq!(
+        render(std::slice::from_ref(&batch)),
+        lines(&["1||1.5|true", "2|NULL|0.0|NULL"])
+    );
+    let mut slt: Vec<String> = text_rows(std::slice::from_ref(&batch))
+        .expect("values as text")
+        .into_iter()
+        .map(|row| row.join("|"))
+        .collect();
+    slt.sort();
+    assert_eq!(slt, render(&[batch]));
 }

@@ -37,4 +37,6 @@ fn the_shell_runs_statements_commands_and_cancels_a_streaming_query() {
         .rsplit_once("NEVER-PRINT-ME-42")
         .map_or(session.as_ref(), |(_, after)| after);
     assert!(answered.contains("second,local"), "{session}");
+    // The statement left unfinished at `\q` did not run.
+    assert!(!session.contains("| dropped"), "{session}");
 }

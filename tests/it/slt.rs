@@ -211,13 +211,18 @@ pub fn discover(root: &Path) -> Result<Vec<SltFile>, Vec<String>> {
     }
 }
 
-fn discover_or_panic(root: &Path) -> Vec<SltFile> {
-    discover(root).unwrap_or_else(|problems| {
-        panic!(
+/// [`discover`], its problems as one message.
+fn discover_all(root: &Path) -> Result<Vec<SltFile>, String> {
+    discover(root).map_err(|problems| {
+        format!(
             "sql-tests has files without a valid schedule (see sql-tests/README.md):\n{}",
             problems.join("\n")
         )
     })
+}
+
+fn discover_or_panic(root: &Path) -> Vec<SltFile> {
+    discover_all(root).unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// Runs (or completes) the file at `path` against a fresh warehouse of
@@ -243,28 +248,48 @@ pub async fn run_file_at(
     .await
 }
 
-/// Runs `file` (any problem, a panic too, as an error naming it and `combination`).
-async fn run_one(
-    file: &SltFile,
+/// The text of a panic's payload.
+fn panic_text(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<String>()
+        .cloned()
+        .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap_or_else(|| "panicked".to_string())
+}
+
+/// Runs each file with its mode in `combination`, one after the other,
+/// whatever the others did; the error names each file that failed (a panic
+/// of its run too) and the combination. The one place a file runs.
+async fn run_files(
+    files: &[(&SltFile, Mode)],
     combination: Combination,
     harness: Option<Arc<dyn StoreHarness>>,
-    mode: Mode,
 ) -> Result<(), String> {
     use futures::FutureExt;
-    let run = run_file_at(&file.path, combination.catalog, harness, mode);
-    let outcome = match std::panic::AssertUnwindSafe(run).catch_unwind().await {
-        Ok(outcome) => outcome,
-        Err(panic) => Err(panic
-            .downcast_ref::<String>()
-            .cloned()
-            .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
-            .unwrap_or_else(|| "panicked".to_string())),
-    };
-    outcome.map_err(|e| format!("{} ({combination}):\n{e}", file.name))
+    let mut failures = Vec::new();
+    for (file, mode) in files {
+        let run = run_file_at(&file.path, combination.catalog, harness.clone(), *mode);
+        let outcome = std::panic::AssertUnwindSafe(run)
+            .catch_unwind()
+            .await
+            .unwrap_or_else(|panic| Err(panic_text(&*panic)));
+        if let Err(e) = outcome {
+            failures.push(format!("{} ({combination}):\n{e}", file.name));
+        }
+    }
+    if failures.is_empty() {
+        return Ok(());
+    }
+    Err(format!(
+        "{} of {} file(s) failed:\n\n{}",
+        failures.len(),
+        files.len(),
+        failures.join("\n\n")
+    ))
 }
 
 /// Runs every file under `root` whose schedule names `combination`, with
-/// `harness`; panics naming each file that failed and the combination. With
+/// `harness`; the error names each file that failed and the combination. With
 /// `complete`, a file is completed instead by the first combination of its
 /// schedule (and left alone by the others).
 pub async fn run_scheduled_in(
@@ -272,10 +297,9 @@ pub async fn run_scheduled_in(
     combination: Combination,
     harness: Option<Arc<dyn StoreHarness>>,
     complete: bool,
-) {
-    let files = discover_or_panic(root);
-    let mut failures = Vec::new();
-    let mut ran = 0;
+) -> Result<(), String> {
+    let files = discover_all(root)?;
+    let mut scheduled = Vec::new();
     for file in &files {
         let Schedule::Combinations(combinations) = &file.schedule else {
             continue;
@@ -294,24 +318,18 @@ pub async fn run_scheduled_in(
             );
             continue;
         };
-        ran += 1;
-        if let Err(failure) = run_one(file, combination, harness.clone(), mode).await {
-            failures.push(failure);
-        }
+        scheduled.push((file, mode));
     }
-    eprintln!("{ran} file(s) scheduled for {combination}");
-    assert!(
-        failures.is_empty(),
-        "{} of {ran} file(s) failed:\n\n{}",
-        failures.len(),
-        failures.join("\n\n")
-    );
+    eprintln!("{} file(s) scheduled for {combination}", scheduled.len());
+    run_files(&scheduled, combination, harness).await
 }
 
 /// [`run_scheduled_in`] for `sql-tests/`, completing with
-/// `LAKESTREAM_SLT_COMPLETE=1`.
+/// `LAKESTREAM_SLT_COMPLETE=1`; panics with its error.
 pub async fn run_scheduled(combination: Combination, harness: Option<Arc<dyn StoreHarness>>) {
-    run_scheduled_in(&sql_tests(), combination, harness, completing()).await;
+    if let Err(e) = run_scheduled_in(&sql_tests(), combination, harness, completing()).await {
+        panic!("{e}");
+    }
 }
 
 /// The files of `sql-tests/conformance/` are the ones the crate carries
@@ -338,13 +356,10 @@ async fn conformance_files() {
         catalog: CatalogKind::Filesystem,
         store: StoreName::Memory,
     };
-    let mut failures = Vec::new();
-    for file in &on_disk {
-        if let Err(failure) = run_one(file, combination, memory(), Mode::Complete).await {
-            failures.push(failure);
-        }
+    let files: Vec<(&SltFile, Mode)> = on_disk.iter().map(|f| (f, Mode::Complete)).collect();
+    if let Err(e) = run_files(&files, combination, memory()).await {
+        panic!("{e}");
     }
-    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
 }
 
 fn memory() -> Option<Arc<dyn StoreHarness>> {
@@ -453,12 +468,9 @@ async fn files_without_a_valid_schedule_fail() {
         catalog: CatalogKind::Filesystem,
         store: StoreName::Memory,
     };
-    let run =
-        std::panic::AssertUnwindSafe(run_scheduled_in(dir.path(), combination, memory(), false));
-    let panic = futures::FutureExt::catch_unwind(run)
+    let message = run_scheduled_in(dir.path(), combination, memory(), false)
         .await
         .expect_err("the run fails");
-    let message = panic.downcast_ref::<String>().expect("a message");
     assert!(
         message.contains("unscheduled.slt: no `# schedule:` line"),
         "{message}"
@@ -479,12 +491,9 @@ async fn a_failure_names_the_file_and_the_combination() {
         catalog: CatalogKind::Filesystem,
         store: StoreName::Memory,
     };
-    let run =
-        std::panic::AssertUnwindSafe(run_scheduled_in(dir.path(), combination, memory(), false));
-    let panic = futures::FutureExt::catch_unwind(run)
+    let message = run_scheduled_in(dir.path(), combination, memory(), false)
         .await
         .expect_err("wrong column letters fail");
-    let message = panic.downcast_ref::<String>().expect("a message");
     assert!(
         message.contains("letters.slt (filesystem/memory)"),
         "{message}"
@@ -534,4 +543,72 @@ async fn completion_writes_the_right_results() {
     run_file_at(&path, CatalogKind::Filesystem, memory(), Mode::Run)
         .await
         .expect("the completed file passes");
+}
+
+/// Runs the slt `text` against the memory store on a fresh filesystem warehouse.
+async fn run_text(text: &str) -> Result<(), String> {
+    let warehouse = TestWarehouse::new(CatalogKind::Filesystem)
+        .await
+        .into_inner();
+    paimon_lakestream::testing::run(
+        Script::Text {
+            name: "scratch.slt",
+            text,
+        },
+        warehouse,
+        memory(),
+        &[],
+        Mode::Run,
+    )
+    .await
+}
+
+/// A `TEST AFTER` statement that fails after the last record fails the
+/// file with its error: the run waits for it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_test_after_statement_failing_after_the_last_record_fails_the_file() {
+    let error = run_text(
+        "statement ok\nCREATE TABLE t (id INT)\n\n\
+         statement ok\nTEST AFTER 200 INSERT INTO nowhere VALUES (1)\n",
+    )
+    .await
+    .expect_err("the statement after the last record failed");
+    assert!(
+        error.contains("TEST AFTER 200 INSERT INTO nowhere VALUES (1) failed")
+            && error.contains("nowhere"),
+        "{error}"
+    );
+    // One that succeeds leaves the file passing.
+    run_text(
+        "statement ok\nCREATE TABLE t (id INT)\n\n\
+         statement ok\nTEST AFTER 200 INSERT INTO t VALUES (1)\n",
+    )
+    .await
+    .expect("the file passes");
+}
+
+/// A `TEST AFTER` statement that fails while a streaming read waits fails
+/// that read at once (not after the statement timeout), and the file, even
+/// where the record expects an error and so took the failure as its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_test_after_statement_failing_during_a_record_fails_the_file_at_once() {
+    let started = std::time::Instant::now();
+    let error = run_text(
+        "statement ok\nCREATE TABLE s (id INT) WITH ('lakestream.enabled' = 'true')\n\n\
+         statement ok\nSET lakestream.scan_mode = 'streaming'\n\n\
+         statement ok\nTEST AFTER 200 INSERT INTO nowhere VALUES (1)\n\n\
+         # Waits for a row that never comes; fails with the error above.\n\
+         statement error\nSELECT * FROM s$rt LIMIT 1\n",
+    )
+    .await
+    .expect_err("the failed statement fails the file");
+    assert!(
+        error.contains("TEST AFTER 200 INSERT INTO nowhere VALUES (1) failed"),
+        "{error}"
+    );
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(60),
+        "took {:?}",
+        started.elapsed()
+    );
 }

@@ -92,7 +92,22 @@ send("SET lakestream.scan_mode = 'batch';\r")
 expect("OK. Query took")
 send("CALL sys.lakestream_tier('t');\r")
 expect("default.t,2,1")
+# A command typed after a statement that lacks its ';' runs (psql's way);
+# the statement is not part of it, and the next prompt starts with it.
+send("\\pset format table\r")
+expect("Output format is table.")
+send("SELECT 41 AS kept\r")
+time.sleep(0.3)
+send("\\quiet on\r")
+# The next prompt starts with the statement: a ';' finishes it.
+time.sleep(0.5)
+send(";\r")
+expect("| 41   |")
+# \q after one quits without running it, and says so.
+send("SELECT 42 AS dropped\r")
+time.sleep(0.3)
 send("\\q\r")
+expect("not run, as it lacks its terminating ';': SELECT 42 AS dropped")
 _, status = os.waitpid(pid, 0)
 sys.stdout.write(out.decode(errors="replace"))
 sys.exit(0 if os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0 else "shell exit status %d" % status)
