@@ -433,11 +433,15 @@ pub enum Error {
         store: String,
     },
 
-    /// A store failed.
+    /// A store failed. The store says what kind of failure it is
+    /// ([`crate::store::store_error_of_kind`]); [`crate::store::store_error`]
+    /// makes it [`ErrorKind::Unavailable`].
     #[error("lakestream store '{store}' failed: {source}")]
     StoreFailed {
         /// The store's identifier.
         store: String,
+        /// What kind of failure it is, as the store tells.
+        kind: ErrorKind,
         /// The store's error.
         source: Box<dyn std::error::Error + Send + Sync>,
     },
@@ -624,12 +628,12 @@ impl Error {
             | Error::UntieredRows { .. } => ErrorKind::Conflict,
             Error::StoreUnavailable { .. }
             | Error::StoreTimeout { .. }
-            | Error::StoreFailed { .. }
             | Error::StreamBehind { .. }
             | Error::DroppedDuringRead { .. }
             | Error::WriteNotApplied { .. }
             | Error::WriteOutcomeUnknown { .. }
             | Error::MaintenanceFailed { .. } => ErrorKind::Unavailable,
+            Error::StoreFailed { kind, .. } => *kind,
             Error::SegmentDamaged { .. } => ErrorKind::Corrupt,
             Error::Internal(_) => ErrorKind::Internal,
             Error::Paimon(e) => paimon_kind(e),
@@ -638,7 +642,7 @@ impl Error {
     }
 
     /// A copy of this error for each writer of a group commit: the typed
-    /// errors a writer acts on stay typed, others keep their text.
+    /// errors a writer acts on stay typed, others keep their text and kind.
     pub(crate) fn share(&self, store: &str) -> Error {
         match self {
             Error::StoreTableMissing { store, table } => Error::StoreTableMissing {
@@ -659,6 +663,7 @@ impl Error {
             },
             other => Error::StoreFailed {
                 store: store.to_string(),
+                kind: other.kind(),
                 source: other.to_string().into(),
             },
         }
@@ -689,6 +694,8 @@ impl From<Error> for DataFusionError {
             Error::Paimon(e) => paimon_datafusion::to_datafusion_error(e),
             Error::Internal(message) => DataFusionError::Internal(message),
             e if e.kind().is_users_to_fix() => DataFusionError::Plan(e.to_string()),
+            // A store's bug, as [`surface`] gives it.
+            e if e.kind() == ErrorKind::Internal => DataFusionError::Internal(e.to_string()),
             e => DataFusionError::External(Box::new(e)),
         }
     }
@@ -894,6 +901,78 @@ mod tests {
             DataFusionError::Execution(message) => assert_eq!(message, text),
             other => panic!("expected our text alone, got {other}"),
         }
+    }
+
+    #[test]
+    fn a_store_error_crosses_into_datafusion_by_its_kind() {
+        use crate::store::{store_error, store_error_of_kind};
+        let kinds = [
+            ErrorKind::UserInput,
+            ErrorKind::NotSupported,
+            ErrorKind::Conflict,
+            ErrorKind::Unavailable,
+            ErrorKind::Corrupt,
+            ErrorKind::Internal,
+        ];
+        for kind in kinds {
+            let error = || store_error_of_kind("third", kind, "what the store said");
+            assert_eq!(error().kind(), kind);
+            let text = error().to_string();
+            assert_eq!(text, "lakestream store 'third' failed: what the store said");
+            let planned = DataFusionError::from(error());
+            match kind {
+                ErrorKind::UserInput | ErrorKind::NotSupported | ErrorKind::Conflict => {
+                    assert!(
+                        matches!(&planned, DataFusionError::Plan(m) if *m == text),
+                        "{kind:?}: {planned:?}"
+                    )
+                }
+                ErrorKind::Internal => assert!(
+                    matches!(&planned, DataFusionError::Internal(m) if *m == text),
+                    "{kind:?}: {planned:?}"
+                ),
+                _ => {
+                    assert!(
+                        matches!(&planned, DataFusionError::External(_)),
+                        "{kind:?}: {planned:?}"
+                    );
+                    assert!(!planned.to_string().contains("during planning"));
+                }
+            }
+            // Whose it is survives the trip (a plan error is text: user
+            // input), and surface gives what From gives.
+            let back = Error::DataFusion(planned).kind();
+            if kind.is_users_to_fix() {
+                assert_eq!(back, ErrorKind::UserInput, "{kind:?}");
+            } else {
+                assert_eq!(back, kind);
+            }
+            assert_eq!(
+                surface(DataFusionError::from(error())).to_string(),
+                DataFusionError::from(error()).to_string(),
+                "{kind:?}"
+            );
+            // Raised while a statement runs: never "during planning".
+            let running = error().into_run_time();
+            assert!(
+                !running.to_string().contains("during planning"),
+                "{kind:?}: {running}"
+            );
+            assert!(running.to_string().contains(&text), "{kind:?}: {running}");
+        }
+        // A store that does not say is unavailable.
+        assert_eq!(store_error("third", "down").kind(), ErrorKind::Unavailable);
+    }
+
+    #[test]
+    fn a_shared_store_error_keeps_its_kind() {
+        let damaged = crate::store::store_error_of_kind("local", ErrorKind::Corrupt, "bad bytes");
+        let shared = damaged.share("local");
+        assert_eq!(shared.kind(), ErrorKind::Corrupt);
+        assert_eq!(
+            shared.to_string(),
+            format!("lakestream store 'local' failed: {damaged}")
+        );
     }
 
     #[test]

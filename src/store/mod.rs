@@ -25,7 +25,7 @@ use futures::future::BoxFuture;
 use paimon::catalog::{Catalog, Identifier};
 use paimon::table::Table;
 
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind, Result};
 
 pub use lazy::LazyStore;
 pub use registry::StoreRegistry;
@@ -476,13 +476,29 @@ pub fn primary_keys(table: &Table) -> &[String] {
     table.schema().primary_keys()
 }
 
-/// A store error with context, for store implementations.
+/// A store error with context, for store implementations: a failure to
+/// reach or use the store ([`ErrorKind::Unavailable`]). A store that knows
+/// better says what kind of failure it is with [`store_error_of_kind`].
 pub fn store_error(
     store: &str,
     source: impl Into<Box<dyn std::error::Error + Send + Sync>>,
 ) -> Error {
+    store_error_of_kind(store, ErrorKind::Unavailable, source)
+}
+
+/// A store error of `kind`, for store implementations. A store keeps its
+/// own error type (the local and Fluss stores have a private enum each) and
+/// converts it here, choosing the kind per variant: the kind decides whether
+/// the user is told to fix the statement (a DataFusion plan error) or that
+/// the store failed.
+pub fn store_error_of_kind(
+    store: &str,
+    kind: ErrorKind,
+    source: impl Into<Box<dyn std::error::Error + Send + Sync>>,
+) -> Error {
     Error::StoreFailed {
         store: store.to_string(),
+        kind,
         source: source.into(),
     }
 }

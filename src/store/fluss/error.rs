@@ -1,6 +1,7 @@
 //! What goes wrong in the Fluss store, as the crate's errors.
 
 use super::*;
+use crate::error::ErrorKind;
 
 /// What went wrong in the Fluss store, beyond reachability.
 #[derive(Debug, thiserror::Error)]
@@ -179,9 +180,37 @@ pub enum FlussStoreError {
     },
 }
 
+impl FlussStoreError {
+    /// What kind of failure this is. A race with another statement that
+    /// trying again resolves is not a conflict: conflicts are states that
+    /// stay until the user acts.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            FlussStoreError::Unsupported { .. } => ErrorKind::NotSupported,
+            // The cluster's lake is set in the catalog's or the cluster's
+            // options: the user's to correct.
+            FlussStoreError::OtherLake { .. } => ErrorKind::UserInput,
+            // Two tables that disagree, or rows that must not be tiered
+            // or written, until the user drops, tiers or turns the mode.
+            FlussStoreError::Mismatch { .. }
+            | FlussStoreError::Replaced { .. }
+            | FlussStoreError::Dropped { .. }
+            | FlussStoreError::Leftover { .. }
+            | FlussStoreError::Stranded { .. }
+            | FlussStoreError::TieringOff { .. } => ErrorKind::Conflict,
+            FlussStoreError::Client { .. }
+            | FlussStoreError::ReplicaDown { .. }
+            | FlussStoreError::NotSeen { .. }
+            | FlussStoreError::OutcomeUnknown { .. } => ErrorKind::Unavailable,
+            // Both arrow versions speak the one C Data Interface.
+            FlussStoreError::Bridge(_) => ErrorKind::Internal,
+        }
+    }
+}
+
 impl From<FlussStoreError> for Error {
     fn from(error: FlussStoreError) -> Self {
-        crate::store::store_error(IDENTIFIER, error)
+        crate::store::store_error_of_kind(IDENTIFIER, error.kind(), error)
     }
 }
 
@@ -202,5 +231,144 @@ pub(super) fn is_replaced(error: &Error) -> bool {
             Some(FlussStoreError::Replaced { .. })
         ),
         _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use datafusion::error::DataFusionError;
+
+    use super::*;
+
+    fn mismatch() -> FlussStoreError {
+        FlussStoreError::Mismatch {
+            table: "db.t".to_string(),
+            reason: "its primary key is (id), the Paimon table's (k)".to_string(),
+        }
+    }
+
+    #[test]
+    fn a_fluss_error_the_user_fixes_is_a_plan_error_when_planned() {
+        let text = Error::from(mismatch()).to_string();
+        let error = Error::from(mismatch());
+        assert_eq!(error.kind(), ErrorKind::Conflict);
+        match DataFusionError::from(error) {
+            DataFusionError::Plan(message) => assert_eq!(message, text),
+            other => panic!("expected a plan error, got {other:?}"),
+        }
+        let unsupported = Error::from(FlussStoreError::Unsupported {
+            table: "db.t".to_string(),
+            reason: "it has no primary key".to_string(),
+        });
+        assert_eq!(unsupported.kind(), ErrorKind::NotSupported);
+        assert!(matches!(
+            DataFusionError::from(unsupported),
+            DataFusionError::Plan(_)
+        ));
+    }
+
+    #[test]
+    fn a_fluss_error_raised_while_running_never_says_during_planning() {
+        let replaced = FlussStoreError::Replaced {
+            table: "db.t".to_string(),
+            change: "dropped".to_string(),
+            when: "after this read was planned".to_string(),
+            consequence: "read it again".to_string(),
+        };
+        let error = Error::from(replaced);
+        assert!(is_replaced(&error));
+        assert_eq!(error.kind(), ErrorKind::Conflict);
+        let text = error.to_string();
+        let running = error.into_run_time();
+        assert!(
+            !running.to_string().contains("during planning"),
+            "{running}"
+        );
+        assert!(running.to_string().ends_with(&text), "{running}");
+    }
+
+    #[test]
+    fn each_variant_has_its_kind() {
+        let table = || "db.t".to_string();
+        let servers = || "127.0.0.1:9123".to_string();
+        let cases = [
+            (mismatch(), ErrorKind::Conflict),
+            (
+                FlussStoreError::OtherLake {
+                    servers: servers(),
+                    fluss: "of no Paimon lake".to_string(),
+                    ours: "filesystem '/w'".to_string(),
+                },
+                ErrorKind::UserInput,
+            ),
+            (
+                FlussStoreError::Dropped {
+                    table: table(),
+                    what: "read".to_string(),
+                },
+                ErrorKind::Conflict,
+            ),
+            (
+                FlussStoreError::Leftover {
+                    table: table(),
+                    servers: servers(),
+                    records: 3,
+                },
+                ErrorKind::Conflict,
+            ),
+            (
+                FlussStoreError::Stranded {
+                    table: table(),
+                    records: 3,
+                    since: "snapshot 2".to_string(),
+                },
+                ErrorKind::Conflict,
+            ),
+            (
+                FlussStoreError::TieringOff { table: table() },
+                ErrorKind::Conflict,
+            ),
+            (
+                FlussStoreError::ReplicaDown {
+                    table: table(),
+                    why: "server 1 is down".to_string(),
+                },
+                ErrorKind::Unavailable,
+            ),
+            (
+                FlussStoreError::NotSeen {
+                    table: table(),
+                    servers: servers(),
+                    operation: "read".to_string(),
+                },
+                ErrorKind::Unavailable,
+            ),
+            (
+                FlussStoreError::OutcomeUnknown {
+                    table: table(),
+                    servers: servers(),
+                    cause: "timed out".to_string(),
+                },
+                ErrorKind::Unavailable,
+            ),
+            (
+                FlussStoreError::Client {
+                    servers: servers(),
+                    operation: "read".to_string(),
+                    table: table(),
+                    source: Box::new(fluss::error::Error::UnexpectedError {
+                        message: "boom".to_string(),
+                        source: None,
+                    }),
+                },
+                ErrorKind::Unavailable,
+            ),
+        ];
+        for (error, kind) in cases {
+            assert_eq!(error.kind(), kind, "{error}");
+            let error = Error::from(error);
+            assert_eq!(error.kind(), kind, "{error}");
+            assert!(!is_replaced(&error));
+        }
     }
 }

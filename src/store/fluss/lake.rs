@@ -105,8 +105,10 @@ pub(crate) fn check_offsets(
             format!("bucket {bucket}: tiered up to offset {offset}, the log ends at {end}")
         })
         .collect();
-    Err(crate::store::store_error(
+    // Stored state that does not verify: Fluss lost rows it said it had.
+    Err(crate::store::store_error_of_kind(
         IDENTIFIER,
+        crate::error::ErrorKind::Corrupt,
         LogBehindLake {
             table: target.name.clone(),
             servers: target.servers.clone(),

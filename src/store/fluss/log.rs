@@ -91,7 +91,7 @@ where
 
 impl FlussLog {
     fn adapt(&self, stream: BatchStream) -> SendableRecordBatchStream {
-        let stream = stream.map(|batch| batch.map_err(Error::into_datafusion));
+        let stream = stream.map(|batch| batch.map_err(Error::into_run_time));
         Box::pin(RecordBatchStreamAdapter::new(
             Arc::clone(&self.log_schema),
             stream,

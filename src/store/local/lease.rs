@@ -25,12 +25,11 @@ use futures::TryStreamExt;
 use object_store::path::Path;
 use serde::{Deserialize, Serialize};
 
+use super::error::LocalStoreError;
 use super::path;
 use super::root::{Created, PutFailed, Root};
 use super::table::now_ms;
-use super::LOCAL;
 use crate::error::Result;
-use crate::store::store_error;
 
 /// How often a process waiting for a lease looks again.
 const POLL: Duration = Duration::from_millis(250);
@@ -78,7 +77,7 @@ impl Lease {
                 })
                 .try_collect()
                 .await
-                .map_err(|e| store_error(LOCAL, format!("listing the tiering lease: {e}")))?;
+                .map_err(|source| LocalStoreError::ListLease { source })?;
             generations.sort_by_key(|(g, _)| *g);
             let next = match generations.last() {
                 None => 0,
@@ -127,7 +126,8 @@ async fn create(root: &Root, path: &Path, holder: &str, ttl: Duration) -> Result
         holder: holder.to_string(),
         expires_ms: now_ms() + i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX / 2),
     };
-    let bytes = serde_json::to_vec(&held).map_err(|e| store_error(LOCAL, e))?;
+    let bytes =
+        serde_json::to_vec(&held).map_err(|e| LocalStoreError::encoding("a tiering lease", e))?;
     match root.put_new(path, Bytes::from(bytes)).await {
         Ok(created) => Ok(created),
         Err(PutFailed::NotApplied(e) | PutFailed::Unknown(e)) => Err(e),

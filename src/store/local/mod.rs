@@ -33,6 +33,7 @@
 //! stays readable, default `10min`) and `segment-size` (the size at which a
 //! write rolls into parts, default `32mb`).
 
+mod error;
 mod lease;
 mod path;
 mod root;

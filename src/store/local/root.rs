@@ -24,12 +24,12 @@ use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutPayload};
 use paimon::catalog::Identifier;
 use url::Url;
 
+use super::error::LocalStoreError;
 use super::lease::Lease;
 use super::table::TableState;
 use super::LOCAL;
 use crate::error::{Error, Result};
 use crate::object_storage::{self, S3Options};
-use crate::store::store_error;
 
 /// A store root shared by everything in the process that names it.
 #[derive(Debug)]
@@ -136,7 +136,7 @@ impl Root {
                 // Directories stay when their last file goes: a log
                 // directory that came and went would need fsyncing each time.
                 let objects =
-                    LocalFileSystem::new_with_prefix(&dir).map_err(|e| store_error(LOCAL, e))?;
+                    LocalFileSystem::new_with_prefix(&dir).map_err(LocalStoreError::from)?;
                 (Arc::new(objects), Some(dir))
             }
             "memory" => (Arc::new(InMemory::new()), None),
@@ -228,7 +228,11 @@ impl Root {
             object_store::Error::NotImplemented { .. } => {
                 refused("does not support create-if-absent".to_string())
             }
-            e => store_error(LOCAL, format!("checking '{}': {e}", self.display())),
+            source => LocalStoreError::Probe {
+                root: self.display(),
+                source,
+            }
+            .into(),
         };
         let outcome = async {
             create(b"first").await.map_err(failed)?;
@@ -337,8 +341,14 @@ impl Root {
             Ok::<_, std::io::Error>(lock)
         })
         .await
-        .map_err(|e| store_error(LOCAL, e))?
-        .map_err(|e| store_error(LOCAL, format!("{name}: {e}")))?;
+        .map_err(|source| LocalStoreError::Blocking {
+            what: format!("locking '{name}'"),
+            source,
+        })?
+        .map_err(|source| LocalStoreError::Lock {
+            name: name.to_string(),
+            source,
+        })?;
         Ok(Some(locked))
     }
 
@@ -351,15 +361,26 @@ impl Root {
         path: &Path,
         bytes: Bytes,
     ) -> std::result::Result<Created, PutFailed> {
-        let failed = |e: String| store_error(LOCAL, format!("write '{path}': {e}"));
         match self.local_file(path) {
             Some(file) => {
                 let dir = self.local_dir.clone();
                 tokio::task::spawn_blocking(move || durable_create(dir.as_deref(), &file, &bytes))
                     .await
-                    .map_err(|e| PutFailed::Unknown(failed(e.to_string())))?
-                    .map_err(|(landed, e)| {
-                        let error = failed(e.to_string());
+                    .map_err(|source| {
+                        PutFailed::Unknown(
+                            LocalStoreError::Blocking {
+                                what: format!("write '{path}'"),
+                                source,
+                            }
+                            .into(),
+                        )
+                    })?
+                    .map_err(|(landed, source)| {
+                        let error = LocalStoreError::WriteFile {
+                            path: path.clone(),
+                            source,
+                        }
+                        .into();
                         if landed {
                             PutFailed::Unknown(error)
                         } else {
@@ -387,7 +408,13 @@ impl Root {
                         Err(e) => Err(PutFailed::Unknown(e)),
                     },
                     // A put that failed may still have landed (a timeout).
-                    Err(e) => Err(PutFailed::Unknown(failed(e.to_string()))),
+                    Err(source) => Err(PutFailed::Unknown(
+                        LocalStoreError::WriteObject {
+                            path: path.clone(),
+                            source,
+                        }
+                        .into(),
+                    )),
                 }
             }
         }
@@ -401,15 +428,30 @@ impl Root {
                 let dir = self.local_dir.clone();
                 tokio::task::spawn_blocking(move || durable_replace(dir.as_deref(), &file, &bytes))
                     .await
-                    .map_err(|e| store_error(LOCAL, e))?
-                    .map_err(|e| store_error(LOCAL, format!("write '{path}': {e}")))
+                    .map_err(|source| LocalStoreError::Blocking {
+                        what: format!("write '{path}'"),
+                        source,
+                    })?
+                    .map_err(|source| {
+                        LocalStoreError::WriteFile {
+                            path: path.clone(),
+                            source,
+                        }
+                        .into()
+                    })
             }
             None => self
                 .objects
                 .put(path, PutPayload::from(bytes))
                 .await
                 .map(|_| ())
-                .map_err(|e| store_error(LOCAL, e)),
+                .map_err(|source| {
+                    LocalStoreError::WriteObject {
+                        path: path.clone(),
+                        source,
+                    }
+                    .into()
+                }),
         }
     }
 
@@ -420,9 +462,9 @@ impl Root {
                 .bytes()
                 .await
                 .map(Some)
-                .map_err(|e| store_error(LOCAL, e)),
+                .map_err(|e| LocalStoreError::from(e).into()),
             Err(object_store::Error::NotFound { .. }) => Ok(None),
-            Err(e) => Err(store_error(LOCAL, e)),
+            Err(e) => Err(LocalStoreError::from(e).into()),
         }
     }
 
@@ -455,7 +497,7 @@ impl Root {
         while let Some(result) = deleted.next().await {
             match result {
                 Ok(_) | Err(object_store::Error::NotFound { .. }) => {}
-                Err(e) => return Err(store_error(LOCAL, e)),
+                Err(e) => return Err(LocalStoreError::from(e).into()),
             }
         }
         Ok(())
@@ -465,7 +507,7 @@ impl Root {
     pub(crate) async fn delete(&self, path: &Path) -> Result<()> {
         match self.objects.delete(path).await {
             Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
-            Err(e) => Err(store_error(LOCAL, e)),
+            Err(e) => Err(LocalStoreError::from(e).into()),
         }
     }
 }
@@ -605,7 +647,10 @@ pub(crate) fn to_url(location: &str) -> Result<Url> {
         path.to_path_buf()
     } else {
         std::env::current_dir()
-            .map_err(|e| store_error(LOCAL, e))?
+            .map_err(|source| LocalStoreError::CurrentDir {
+                location: location.to_string(),
+                source,
+            })?
             .join(path)
     };
     Url::from_directory_path(&absolute).map_err(|()| Error::InvalidOption {

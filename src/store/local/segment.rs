@@ -115,9 +115,8 @@ pub(crate) enum Entry {
 }
 
 /// Encodes the log entry that commits the parts of `list`.
-pub(crate) fn encode_parts(list: &PartList, write_id: u128) -> Result<Vec<u8>, SegmentError> {
-    let payload = serde_json::to_vec(list)
-        .map_err(|e| SegmentError::Damaged(format!("a part list cannot be written: {e}")))?;
+pub(crate) fn encode_parts(list: &PartList, write_id: u128) -> Result<Vec<u8>, serde_json::Error> {
+    let payload = serde_json::to_vec(list)?;
     Ok(frame(PARTS_MAGIC, &payload, list.rows(), write_id))
 }
 

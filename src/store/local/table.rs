@@ -44,15 +44,14 @@ use paimon::table::Table;
 use serde::{Deserialize, Serialize};
 use tokio::sync::{oneshot, Notify};
 
+use super::error::LocalStoreError;
 use super::root::{Created, PutFailed, Root};
 use super::segment::{self, Entry, Part, PartList, SegmentError};
 use super::{failpoint, path, LOCAL};
 use crate::error::{Error, Result};
 use crate::object_storage::S3Options;
 use crate::progress::Progress;
-use crate::store::{
-    log_arrow_schema, primary_keys, store_error, RowKind, StoreLog, TierReport, WriteKind,
-};
+use crate::store::{log_arrow_schema, primary_keys, RowKind, StoreLog, TierReport, WriteKind};
 
 /// The commit user of the snapshots the `local` store's tiering commits; an
 /// incarnation's own user is this followed by `-<incarnation>`.
@@ -347,11 +346,12 @@ impl TableState {
         let Some(bytes) = self.root.get(location).await? else {
             return Ok(None);
         };
-        serde_json::from_slice(&bytes).map(Some).map_err(|e| {
-            store_error(
-                LOCAL,
-                format!("'{}' cannot be read: {e}", self.file(location)),
-            )
+        serde_json::from_slice(&bytes).map(Some).map_err(|source| {
+            LocalStoreError::Unreadable {
+                file: self.file(location),
+                source,
+            }
+            .into()
         })
     }
 
@@ -453,7 +453,8 @@ impl TableState {
             base_snapshot,
             paimon_location: table.location().to_string(),
         };
-        let bytes = serde_json::to_vec_pretty(&meta).map_err(|e| store_error(LOCAL, e))?;
+        let bytes = serde_json::to_vec_pretty(&meta)
+            .map_err(|e| LocalStoreError::encoding("table.json", e))?;
         self.root
             .put_replace(&path::table_meta(&self.dir), Bytes::from(bytes))
             .await?;
@@ -575,7 +576,7 @@ impl TableState {
             .map_ok(|m| m.location)
             .try_collect()
             .await
-            .map_err(|e| store_error(LOCAL, e))?;
+            .map_err(LocalStoreError::from)?;
         let lease = path::lease_dir(&self.dir);
         let doomed = paths
             .into_iter()
@@ -663,7 +664,8 @@ impl TableState {
             return Ok(());
         };
         let bytes = Bytes::from(
-            segment::encode(&schema, &batches, unique()).map_err(|e| store_error(LOCAL, e))?,
+            segment::encode(&schema, &batches, unique())
+                .map_err(|e| LocalStoreError::encoding("a log segment", e))?,
         );
         let info = Info::of(&schema, batches.iter().map(|b| b.num_rows() as u64).sum());
         self.put_entry(
@@ -803,7 +805,7 @@ impl TableState {
             .try_filter_map(|meta| futures::future::ready(Ok(path::segment_seq(&meta.location))))
             .try_collect()
             .await
-            .map_err(|e| store_error(LOCAL, e))?;
+            .map_err(LocalStoreError::from)?;
         Ok(seqs.iter().max().map_or(0, |max| max + 1))
     }
 
@@ -997,7 +999,8 @@ impl TableState {
         let align = {
             let schema = Arc::clone(schema);
             move |batch: &RecordBatch| {
-                segment::align(batch, &schema).map_err(|e| store_error(LOCAL, e))
+                segment::align(batch, &schema)
+                    .map_err(|source| LocalStoreError::SchemaChanged { source }.into())
             }
         };
         match held {
@@ -1174,12 +1177,11 @@ impl TableState {
                 },
             };
             if ours {
-                let position = u64::try_from(identifier).map_err(|_| {
-                    store_error(
-                        LOCAL,
-                        format!("tiering snapshot {id} has identifier {identifier}"),
-                    )
-                })?;
+                let position =
+                    u64::try_from(identifier).map_err(|_| LocalStoreError::TieringIdentifier {
+                        snapshot: id,
+                        identifier,
+                    })?;
                 return Ok((Some(latest), position));
             }
             id -= 1;
@@ -1250,7 +1252,8 @@ impl TableState {
             position,
             history: Vec::new(),
         };
-        let bytes = serde_json::to_vec(&proof).map_err(|e| store_error(LOCAL, e))?;
+        let bytes = serde_json::to_vec(&proof)
+            .map_err(|e| LocalStoreError::encoding("a tiering proof", e))?;
         self.root
             .put_replace(&path::tiered_proof(&incarnation.dir), Bytes::from(bytes))
             .await
@@ -1318,13 +1321,7 @@ impl TableState {
                 });
             }
         }
-        Err(store_error(
-            LOCAL,
-            format!(
-                "could not fix a read of '{}': tiering kept trimming under it",
-                self.name()
-            ),
-        ))
+        Err(LocalStoreError::TrimmedUnderRead { table: self.name() }.into())
     }
 
     // ---------------------------------------------------------------- tiering
@@ -1403,27 +1400,23 @@ impl TableState {
             report.position = end;
             let (snapshot_id, reached) = self.tiered(&incarnation, table).await?;
             if reached != end {
-                return Err(store_error(
-                    LOCAL,
-                    format!(
-                        "tiering '{}' committed up to position {end}, but Paimon's newest \
-                         tiering snapshot says {reached}",
-                        self.name()
-                    ),
-                ));
+                return Err(LocalStoreError::TieredElsewhere {
+                    table: self.name(),
+                    end,
+                    reached,
+                }
+                .into());
             }
             self.trim(&incarnation, end, snapshot_id, retention).await?;
         }
     }
 
     fn missing_after(&self, position: u64) -> Error {
-        store_error(
-            LOCAL,
-            format!(
-                "segments of '{}' after position {position} are missing",
-                self.name()
-            ),
-        )
+        LocalStoreError::SegmentsMissing {
+            table: self.name(),
+            position,
+        }
+        .into()
     }
 
     /// Writes the entries from `position` on into Paimon, streaming them one
@@ -1509,8 +1502,8 @@ impl TableState {
             }
             None => return Err(self.missing()),
         }
-        let identifier = i64::try_from(seq)
-            .map_err(|_| store_error(LOCAL, format!("position {seq} overflows a commit id")))?;
+        let identifier =
+            i64::try_from(seq).map_err(|_| LocalStoreError::PositionOverflow { position: seq })?;
         // On S3 the lease keeps tierers apart only while its holder keeps
         // time (one paused past its expiry still commits), so the commit is
         // fenced: it may create only the snapshot after `base`, the one
@@ -1521,14 +1514,13 @@ impl TableState {
         let builder = if crate::object_storage::is_s3(table.location()) {
             let latest = table.snapshot_manager().get_latest_snapshot_id().await?;
             if latest != base {
-                return Err(store_error(
-                    LOCAL,
-                    format!(
-                        "tiering '{}' read position {position} at snapshot {base:?}, and \
-                         snapshot {latest:?} has landed since; the next round tiers these rows",
-                        self.name()
-                    ),
-                ));
+                return Err(LocalStoreError::SnapshotLanded {
+                    table: self.name(),
+                    position,
+                    base,
+                    latest,
+                }
+                .into());
             }
             fenced = crate::object_storage::fenced_table(&writing, s3, base.map_or(1, |b| b + 1))?;
             fenced
@@ -1586,7 +1578,8 @@ impl TableState {
             changed |= marker.history.len() != before;
         }
         if changed {
-            let bytes = serde_json::to_vec(&marker).map_err(|e| store_error(LOCAL, e))?;
+            let bytes = serde_json::to_vec(&marker)
+                .map_err(|e| LocalStoreError::encoding("a tiering marker", e))?;
             self.root
                 .put_replace(&path::tiered_marker(&incarnation.dir), Bytes::from(bytes))
                 .await?;
@@ -1607,7 +1600,7 @@ impl TableState {
             .map_ok(|meta| meta.location)
             .try_collect()
             .await
-            .map_err(|e| store_error(LOCAL, e))?;
+            .map_err(LocalStoreError::from)?;
         for location in old {
             // A multi-part write's parts go before its entry: an entry left
             // by a trim cut short is found and finished by the next one.
@@ -1674,7 +1667,7 @@ impl TableState {
             })
             .try_collect()
             .await
-            .map_err(|e| store_error(LOCAL, e))?;
+            .map_err(LocalStoreError::from)?;
         {
             let mut known = incarnation
                 .entry_bytes
@@ -1790,7 +1783,8 @@ impl TableState {
             .join(format!("{position:020}.seg"));
         self.root.put_replace(&aside, bytes).await?;
         let schema = log_arrow_schema(table)?;
-        let empty = segment::encode(&schema, &[], unique()).map_err(|e| store_error(LOCAL, e))?;
+        let empty = segment::encode(&schema, &[], unique())
+            .map_err(|e| LocalStoreError::encoding("a log segment", e))?;
         self.root.put_replace(&location, Bytes::from(empty)).await?;
         incarnation.segments.lock().await.forget(position);
         Ok(format!(
@@ -1877,7 +1871,7 @@ fn paimon_batch(batch: &RecordBatch, keyed: bool) -> Result<RecordBatch> {
             *last = Field::new(VALUE_KIND_FIELD_NAME, last.data_type().clone(), false);
         }
         return RecordBatch::try_new(Arc::new(Schema::new(fields)), batch.columns().to_vec())
-            .map_err(|e| store_error(LOCAL, e));
+            .map_err(|source| LocalStoreError::Batch { source }.into());
     }
     let deletes = batch
         .column(kinds_index)
@@ -1885,10 +1879,12 @@ fn paimon_batch(batch: &RecordBatch, keyed: bool) -> Result<RecordBatch> {
         .downcast_ref::<Int8Array>()
         .is_some_and(|kinds| kinds.iter().any(|k| k != Some(RowKind::Upsert.as_i8())));
     if deletes {
-        return Err(store_error(LOCAL, "an append table's log holds a delete"));
+        return Err(LocalStoreError::DeleteInAppendLog.into());
     }
     let columns: Vec<usize> = (0..kinds_index).collect();
-    batch.project(&columns).map_err(|e| store_error(LOCAL, e))
+    batch
+        .project(&columns)
+        .map_err(|source| LocalStoreError::Batch { source }.into())
 }
 
 /// A fixed read of a table's segments.
@@ -1923,7 +1919,7 @@ impl StoreLog for LocalLog {
         let rows = self
             .state
             .entries_rows(&self.incarnation, &self.schema, self.from, self.end)
-            .map_err(datafusion::error::DataFusionError::from);
+            .map_err(Error::into_run_time);
         Ok(Box::pin(RecordBatchStreamAdapter::new(
             Arc::clone(&self.schema),
             rows,
@@ -1942,10 +1938,10 @@ impl StoreLog for LocalLog {
                 let next = state
                     .wait_for(&incarnation, from)
                     .await
-                    .map_err(datafusion::error::DataFusionError::from)?;
+                    .map_err(Error::into_run_time)?;
                 let rows = state
                     .entries_rows(&incarnation, &schema, from, next)
-                    .map_err(datafusion::error::DataFusionError::from);
+                    .map_err(Error::into_run_time);
                 Ok::<_, datafusion::error::DataFusionError>(Some((
                     rows,
                     (state, incarnation, schema, next),
@@ -1989,7 +1985,8 @@ impl PartsWriter {
         };
         let rows = batches.iter().map(|b| b.num_rows() as u64).sum();
         let bytes = Bytes::from(
-            segment::encode(&schema, batches, unique()).map_err(|e| store_error(LOCAL, e))?,
+            segment::encode(&schema, batches, unique())
+                .map_err(|e| LocalStoreError::encoding("a log segment", e))?,
         );
         let length = bytes.len() as u64;
         let location = path::part(&self.incarnation.dir, &self.name, self.parts.len());
@@ -2018,7 +2015,8 @@ impl PartsWriter {
             parts: self.parts.clone(),
         };
         let bytes = Bytes::from(
-            segment::encode_parts(&list, self.write_id).map_err(|e| store_error(LOCAL, e))?,
+            segment::encode_parts(&list, self.write_id)
+                .map_err(|e| LocalStoreError::encoding("a part list", e))?,
         );
         let info = Info {
             rows: list.rows(),
@@ -2067,7 +2065,8 @@ pub(crate) fn with_row_kind(
         kind.row_kind().as_i8();
         batch.num_rows()
     ])));
-    RecordBatch::try_new(Arc::clone(schema), columns).map_err(|e| store_error(LOCAL, e))
+    RecordBatch::try_new(Arc::clone(schema), columns)
+        .map_err(|source| LocalStoreError::Batch { source }.into())
 }
 
 #[cfg(test)]
