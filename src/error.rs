@@ -661,6 +661,16 @@ impl Error {
                 table: table.clone(),
                 reason: reason.clone(),
             },
+            // Its own text, not the prefix again.
+            Error::StoreFailed {
+                store,
+                kind,
+                source,
+            } => Error::StoreFailed {
+                store: store.clone(),
+                kind: *kind,
+                source: source.to_string().into(),
+            },
             other => Error::StoreFailed {
                 store: store.to_string(),
                 kind: other.kind(),
@@ -969,9 +979,11 @@ mod tests {
         let damaged = crate::store::store_error_of_kind("local", ErrorKind::Corrupt, "bad bytes");
         let shared = damaged.share("local");
         assert_eq!(shared.kind(), ErrorKind::Corrupt);
+        // The text once, not "failed: lakestream store 'local' failed: ...".
+        assert_eq!(shared.to_string(), damaged.to_string());
         assert_eq!(
             shared.to_string(),
-            format!("lakestream store 'local' failed: {damaged}")
+            "lakestream store 'local' failed: bad bytes"
         );
     }
 
