@@ -156,7 +156,7 @@ impl LakeStreamCatalog {
         }
         let hidden = self.store.capabilities().hidden_columns;
         let fields = table.schema().fields();
-        let kept = crate::store::own_fields(fields, &hidden).len();
+        let kept = crate::store::own_fields(fields, hidden).len();
         if kept == fields.len() {
             return Ok(table);
         }
