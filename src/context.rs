@@ -203,7 +203,7 @@ impl LakeStreamContext {
         let (to_sql_context, statement) = match checked.route {
             Route::SqlContext => (true, None),
             Route::DataFusionText => (false, None),
-            Route::DataFusion => (false, parsed.take_statement().map(Box::new)),
+            Route::DataFusion => (false, parsed.take_statement_for_datafusion().map(Box::new)),
             Route::Rewritten(statement) => (false, Some(statement)),
         };
         // Boxed: the statement's future is large, and stacks are not.

@@ -41,6 +41,8 @@ pub struct LakeStreamCatalog {
     /// Whether the wrapped catalog is a filesystem catalog (its databases
     /// are directories, remembered once seen: see `table_cache`).
     filesystem: bool,
+    /// The stores' factories, for what the store a table is bound to can do.
+    registry: Arc<StoreRegistry>,
 }
 
 impl std::fmt::Debug for LakeStreamCatalog {
@@ -73,7 +75,7 @@ impl LakeStreamCatalog {
             .is_none_or(|m| m.eq_ignore_ascii_case("filesystem"));
         let store = LazyStore::for_catalog(
             &store_options,
-            registry,
+            Arc::clone(&registry),
             catalog_options,
             Arc::clone(&inner),
         );
@@ -85,6 +87,36 @@ impl LakeStreamCatalog {
             notices: std::sync::Mutex::new(Vec::new()),
             tables: Default::default(),
             filesystem,
+            registry,
+        }
+    }
+
+    /// The columns the store serving `table` keeps after the table's own
+    /// (see [`crate::store::Capabilities::hidden_columns`]): those of the
+    /// store its binding records, whichever store this catalog names (a
+    /// catalog without Fluss must not add a column to a table Fluss
+    /// serves), and of this catalog's store when `enabling`.
+    fn hidden_columns_of(&self, table: Option<&Table>, enabling: bool) -> &'static [&'static str] {
+        let ours = self.store.capabilities().hidden_columns;
+        let recorded = table
+            .and_then(|t| t.schema().options().get(options::STORE_BINDING))
+            .map(|binding| {
+                binding
+                    .split_once(':')
+                    .map_or(binding.as_str(), |(id, _)| id)
+            });
+        let bound = match recorded {
+            Some(identifier) => self
+                .registry
+                .get(identifier)
+                .map(|factory| factory.capabilities().hidden_columns)
+                .unwrap_or(ours),
+            None => ours,
+        };
+        if bound.is_empty() && enabling {
+            ours
+        } else {
+            bound
         }
     }
 
@@ -618,11 +650,9 @@ impl Catalog for LakeStreamCatalog {
         // Lake-stream before or after the statement: the column guard applies.
         let lakestream_before = self.lakestream_table(identifier).await?;
         if enabled_after == Some(true) || lakestream_before.is_some() {
-            check_schema_changes(
-                identifier,
-                &changes,
-                self.store.capabilities().hidden_columns,
-            )?;
+            let hidden =
+                self.hidden_columns_of(lakestream_before.as_ref(), enabled_after == Some(true));
+            check_schema_changes(identifier, &changes, hidden)?;
         }
         // While the mode is on, merge settings stay ones the union read
         // reproduces, and do not change at all.

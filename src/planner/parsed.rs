@@ -1,33 +1,34 @@
 //! A statement as the filter and the router see it: its text tokenized once
-//! and parsed once, in the session's SQL dialect and recursion limit, as
-//! DataFusion's own planner would parse it. Every check on the text works on
-//! these tokens; every decision on the statement works on this tree; a
-//! statement DataFusion plans is handed over as this tree, never as text
-//! to parse again. Only `SQLContext`, whose API takes text, parses again.
+//! and parsed once. Every check on the text works on these tokens; every
+//! decision on the statement works on this tree.
+//!
+//! The tree is the one `SQLContext` runs: paimon-datafusion 0.4 parses every
+//! statement in the generic dialect with sqlparser's default recursion limit,
+//! whatever the session's `datafusion.sql_parser.dialect` says, so that is
+//! how it is parsed here. A statement checked on any other reading could run
+//! unchecked there (a text another dialect cannot read would pass the filter
+//! untouched). A statement DataFusion's planner plans gets this tree when the
+//! session's dialect is the generic one (DataFusion would read the same), and
+//! its text otherwise, which DataFusion reads in the session's dialect.
 
 use std::collections::HashMap;
 
 use datafusion::prelude::SessionContext;
 use datafusion::sql::sqlparser::ast::{ObjectName, SqlOption, Statement};
-use datafusion::sql::sqlparser::dialect::{dialect_from_str, Dialect, GenericDialect};
+use datafusion::sql::sqlparser::dialect::{dialect_from_str, GenericDialect};
 use datafusion::sql::sqlparser::keywords::Keyword;
 use datafusion::sql::sqlparser::parser::Parser;
 use datafusion::sql::sqlparser::tokenizer::{Token, TokenWithSpan, Tokenizer};
 
 use crate::error::{Error, Result};
 
-/// DataFusion's default (`datafusion.sql_parser.recursion_limit`).
-#[cfg(test)]
-const DEFAULT_RECURSION_LIMIT: usize = 50;
-
 /// One statement's text, its tokens and, when it is exactly one statement
 /// this parser reads, its tree.
 pub(crate) struct Parsed<'a> {
     sql: &'a str,
-    /// The dialect's name (`datafusion.sql_parser.dialect`): a dialect
-    /// itself is not `Send`, and statements run on any thread.
-    dialect: String,
-    recursion_limit: usize,
+    /// Whether DataFusion's planner reads the text as this tree: the
+    /// session's dialect is the generic one.
+    datafusion_reads_alike: bool,
     /// Whitespace and comments included; empty when the text does not
     /// tokenize (an unterminated string), which `SQLContext` then reports.
     tokens: Vec<TokenWithSpan>,
@@ -37,31 +38,28 @@ pub(crate) struct Parsed<'a> {
 }
 
 impl<'a> Parsed<'a> {
-    /// `sql` in the session's dialect (`datafusion.sql_parser.dialect`).
+    /// `sql`, as `SQLContext` reads it, in a session whose settings say
+    /// whether DataFusion's planner reads it the same.
     pub(crate) fn new(sql: &'a str, session: &SessionContext) -> Self {
         let state = session.state();
-        let parser_options = &state.config_options().sql_parser;
-        Self::with_dialect(
-            sql,
-            parser_options.dialect.as_ref().to_string(),
-            parser_options.recursion_limit,
-        )
+        let dialect = &state.config_options().sql_parser.dialect;
+        let generic = dialect_from_str(dialect).is_some_and(|d| d.is::<GenericDialect>());
+        Self::read(sql, generic)
     }
 
-    /// `sql` in the generic dialect, as a session with default settings reads it.
+    /// `sql` in a session with default settings.
     #[cfg(test)]
     pub(crate) fn generic(sql: &'a str) -> Self {
-        Self::with_dialect(sql, "generic".to_string(), DEFAULT_RECURSION_LIMIT)
+        Self::read(sql, true)
     }
 
-    fn with_dialect(sql: &'a str, dialect: String, recursion_limit: usize) -> Self {
-        let tokens = Tokenizer::new(dialect_of(&dialect).as_ref(), sql)
+    fn read(sql: &'a str, datafusion_reads_alike: bool) -> Self {
+        let tokens = Tokenizer::new(&GenericDialect {}, sql)
             .tokenize_with_location()
             .unwrap_or_default();
         let mut parsed = Self {
             sql,
-            dialect,
-            recursion_limit: recursion_limit.max(1),
+            datafusion_reads_alike,
             tokens,
             statement: None,
         };
@@ -86,17 +84,19 @@ impl<'a> Parsed<'a> {
         self.statement.as_ref()
     }
 
-    /// Takes the statement, for DataFusion to plan.
-    pub(crate) fn take_statement(&mut self) -> Option<Statement> {
+    /// Takes the statement for DataFusion's planner, when it reads the text
+    /// as this tree (otherwise it gets the text).
+    pub(crate) fn take_statement_for_datafusion(&mut self) -> Option<Statement> {
+        if !self.datafusion_reads_alike {
+            return None;
+        }
         self.statement.take()
     }
 
     /// Runs `parse` on a parser over the statement's tokens.
     fn with_parser<T>(&self, parse: impl FnOnce(&mut Parser<'_>) -> T) -> T {
-        let dialect = dialect_of(&self.dialect);
-        let mut parser = Parser::new(dialect.as_ref())
-            .with_tokens_with_locations(self.tokens.clone())
-            .with_recursion_limit(self.recursion_limit);
+        let mut parser =
+            Parser::new(&GenericDialect {}).with_tokens_with_locations(self.tokens.clone());
         parse(&mut parser)
     }
 
@@ -202,11 +202,6 @@ impl<'a> Parsed<'a> {
     }
 }
 
-/// The dialect named `name`, or the generic one.
-fn dialect_of(name: &str) -> Box<dyn Dialect> {
-    dialect_from_str(name).unwrap_or_else(|| Box::new(GenericDialect {}))
-}
-
 /// `CREATE CATALOG ...` from its first token; `Ok(None)` when it is not one.
 fn parse_create_catalog(parser: &mut Parser<'_>) -> Result<Option<CreateCatalog>> {
     if !parser.parse_keywords(&[Keyword::CREATE, Keyword::CATALOG]) {
@@ -266,14 +261,20 @@ pub(crate) struct CreateCatalog {
 mod tests {
     use super::*;
 
+    /// `SQLContext` reads every statement in the generic dialect: the
+    /// filter must check what it runs, whatever the session's dialect. In
+    /// MySQL, `--'` opens a string; in the generic dialect it is a comment.
     #[test]
-    fn a_statement_is_parsed_with_the_sessions_settings() {
-        let nested = "SELECT ((((((((((1))))))))))";
-        assert!(Parsed::generic(nested).statement().is_some());
+    fn a_statement_is_read_as_sqlcontext_reads_it_in_any_dialect() {
         let config = datafusion::prelude::SessionConfig::new()
-            .set_usize("datafusion.sql_parser.recursion_limit", 5);
+            .set_str("datafusion.sql_parser.dialect", "MySQL");
         let session = SessionContext::new_with_config(config);
-        assert!(Parsed::new(nested, &session).statement().is_none());
+        let mut parsed = Parsed::new("TRUNCATE TABLE t --'", &session);
+        assert!(parsed.statement().is_some());
+        // DataFusion reads it in MySQL: it gets the text, not this tree.
+        assert!(parsed.take_statement_for_datafusion().is_none());
+        let mut parsed = Parsed::new("TRUNCATE TABLE t", &SessionContext::new());
+        assert!(parsed.take_statement_for_datafusion().is_some());
     }
 
     #[test]

@@ -12,9 +12,9 @@ use std::sync::{Arc, OnceLock};
 
 use datafusion::prelude::SessionContext;
 use datafusion::sql::sqlparser::ast::{
-    visit_relations, AlterTableOperation, Expr, FromTable, Function, FunctionArg, FunctionArgExpr,
-    FunctionArguments, Ident, ObjectName, ObjectNamePart, Reset, ResetStatement, Set, SetExpr,
-    Statement, TableFactor, TableFunctionArgs, TableObject, Value,
+    visit_relations, AlterTableOperation, DescribeAlias, Expr, FromTable, Function, FunctionArg,
+    FunctionArgExpr, FunctionArguments, Ident, ObjectName, ObjectNamePart, Reset, ResetStatement,
+    Set, SetExpr, Statement, TableFactor, TableFunctionArgs, TableObject, Value,
 };
 use datafusion::sql::sqlparser::dialect::GenericDialect;
 use datafusion::sql::sqlparser::keywords::Keyword;
@@ -137,8 +137,16 @@ impl StatementFilter<'_> {
                             });
                         }
                         let mut describe = outer.clone();
-                        if let Statement::ExplainTable { table_name, .. } = &mut describe {
+                        if let Statement::ExplainTable {
+                            table_name,
+                            describe_alias,
+                            ..
+                        } = &mut describe
+                        {
                             *table_name = base;
+                            // `EXPLAIN t` is DESCRIBE; DataFusion plans the
+                            // DESCRIBE spelling only.
+                            *describe_alias = DescribeAlias::Describe;
                         }
                         Route::Rewritten(Box::new(describe))
                     }
