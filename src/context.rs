@@ -9,6 +9,7 @@ use datafusion::arrow::datatypes::{DataType, Field, Schema};
 use datafusion::error::Result as DFResult;
 use datafusion::prelude::{DataFrame, SessionContext};
 use datafusion::sql::parser::Statement as DFStatement;
+use datafusion::sql::sqlparser::ast::Statement;
 use paimon::catalog::Catalog;
 use paimon_datafusion::SQLContext;
 
@@ -200,24 +201,17 @@ impl LakeStreamContext {
         let checked = filter.check(&parsed).await?;
         let sql = parsed.sql();
         let session = self.sql_context.ctx();
-        let (to_sql_context, statement) = match checked.route {
-            Route::SqlContext => (true, None),
-            Route::DataFusionText => (false, None),
-            Route::DataFusion => (false, parsed.take_statement_for_datafusion().map(Box::new)),
-            Route::Rewritten(statement) => (false, Some(statement)),
-        };
         // Boxed: the statement's future is large, and stacks are not.
         let (result, notices) = crate::notice::collecting(Box::pin(async {
-            match (to_sql_context, statement) {
-                (true, _) => self.sql_context.sql(sql).await,
-                (false, Some(statement)) => {
-                    let plan = session
-                        .state()
-                        .statement_to_plan(DFStatement::Statement(statement))
-                        .await?;
-                    session.execute_logical_plan(plan).await
-                }
-                (false, None) => session.sql(sql).await,
+            match checked.route {
+                Route::SqlContext => self.sql_context.sql(sql).await,
+                Route::DataFusion => match parsed.take_statement_for_datafusion() {
+                    Some(statement) => plan_tree(session, statement).await,
+                    // The session's dialect reads the text otherwise.
+                    None => session.sql(sql).await,
+                },
+                Route::Rewritten(statement) => plan_tree(session, *statement).await,
+                Route::DataFusionText => session.sql(sql).await,
             }
         }))
         .await;
@@ -249,4 +243,13 @@ impl LakeStreamContext {
     pub fn sql_context(&self) -> &SQLContext {
         &self.sql_context
     }
+}
+
+/// Plans and runs a parsed statement in DataFusion's planner.
+async fn plan_tree(session: &SessionContext, statement: Statement) -> DFResult<DataFrame> {
+    let plan = session
+        .state()
+        .statement_to_plan(DFStatement::Statement(Box::new(statement)))
+        .await?;
+    session.execute_logical_plan(plan).await
 }

@@ -4,6 +4,7 @@
 
 pub(crate) mod classify;
 pub mod config;
+pub(crate) mod history;
 pub(crate) mod parsed;
 pub(crate) mod relation;
 pub(crate) mod statement;
@@ -29,7 +30,7 @@ pub(crate) struct ExternalTable {
 
 /// What the planning hooks of one session share: its lake-stream catalogs and
 /// the Paimon dynamic options set with `SET 'paimon.<key>'` (mirrored here,
-/// because `t$rt` must refuse time travel set that way).
+/// because `t$rt` must refuse time travel set that way: see [`history`]).
 #[derive(Debug, Default)]
 pub(crate) struct PlannerState {
     catalogs: RwLock<HashMap<String, Arc<LakeStreamCatalog>>>,
@@ -112,16 +113,17 @@ impl PlannerState {
             .clear();
     }
 
-    /// The first time-travel option set for the session, if any.
-    pub(crate) fn time_travel_option(&self) -> Option<String> {
-        let options = self
-            .dynamic_options
-            .read()
-            .unwrap_or_else(|e| e.into_inner());
-        TIME_TRAVEL_KEYS
-            .iter()
-            .find(|key| options.contains_key(**key))
-            .map(|key| format!("the session option 'paimon.{key}'"))
+    /// Runs `read` on the mirrored Paimon dynamic options.
+    pub(crate) fn with_dynamic_options<T>(
+        &self,
+        read: impl FnOnce(&HashMap<String, String>) -> T,
+    ) -> T {
+        read(
+            &self
+                .dynamic_options
+                .read()
+                .unwrap_or_else(|e| e.into_inner()),
+        )
     }
 }
 
@@ -134,15 +136,3 @@ fn full_name(name: &TableReference, config: &ConfigOptions) -> String {
         name.table()
     )
 }
-
-/// Paimon scan options that select history.
-const TIME_TRAVEL_KEYS: &[&str] = &[
-    "scan.snapshot-id",
-    "scan.version",
-    "scan.tag-name",
-    "scan.timestamp-millis",
-    "scan.timestamp",
-    "scan.watermark",
-    "scan.file-creation-time-millis",
-    "scan.mode",
-];

@@ -20,6 +20,7 @@ use datafusion::sql::sqlparser::keywords::Keyword;
 use datafusion::sql::sqlparser::parser::Parser;
 use datafusion::sql::sqlparser::tokenizer::{Token, TokenWithSpan, Tokenizer};
 
+use super::history;
 use crate::error::{Error, Result};
 
 /// One statement's text, its tokens and, when it is exactly one statement
@@ -35,6 +36,9 @@ pub(crate) struct Parsed<'a> {
     /// `None`: text this parser cannot read, or several statements, or one
     /// of this crate's own (`CREATE CATALOG`, `SHOW CATALOGS`).
     statement: Option<Statement>,
+    /// Whether `SQLContext` rewrites a time-travel clause out of the text
+    /// ([`history::travels_in_time`]).
+    travels_in_time: bool,
 }
 
 impl<'a> Parsed<'a> {
@@ -62,6 +66,7 @@ impl<'a> Parsed<'a> {
             datafusion_reads_alike,
             tokens,
             statement: None,
+            travels_in_time: history::travels_in_time(sql),
         };
         if !parsed.tokens.is_empty() && !parsed.is_own_statement() {
             parsed.statement = parsed.parse();
@@ -77,6 +82,17 @@ impl<'a> Parsed<'a> {
     /// The statement's tokens, whitespace and comments included.
     pub(crate) fn tokens(&self) -> impl Iterator<Item = &Token> + Clone {
         self.tokens.iter().map(|t| &t.token)
+    }
+
+    /// The statement's tokens without whitespace and comments.
+    pub(crate) fn significant(&self) -> impl Iterator<Item = &Token> + Clone {
+        self.tokens().filter(|t| !matches!(t, Token::Whitespace(_)))
+    }
+
+    /// Whether `SQLContext` finds a time-travel clause in the text, which it
+    /// rewrites before parsing ([`history::travels_in_time`]).
+    pub(crate) fn travels_in_time(&self) -> bool {
+        self.travels_in_time
     }
 
     /// The statement, when the text is exactly one statement this parser reads.
@@ -111,8 +127,7 @@ impl<'a> Parsed<'a> {
     /// The keywords of the first `n` tokens that are not whitespace or
     /// comments (`NoKeyword` for other tokens).
     fn head(&self, n: usize) -> Vec<Keyword> {
-        self.tokens()
-            .filter(|t| !matches!(t, Token::Whitespace(_)))
+        self.significant()
             .take(n)
             .map(|t| match t {
                 Token::Word(word) if word.quote_style.is_none() => word.keyword,
@@ -140,11 +155,7 @@ impl<'a> Parsed<'a> {
     /// Whether the statement is `SHOW CATALOGS`.
     pub(crate) fn is_show_catalogs(&self) -> bool {
         let keyword = |token: &Token, keyword: Keyword| matches!(token, Token::Word(word) if word.keyword == keyword);
-        let significant: Vec<&Token> = self
-            .tokens()
-            .filter(|t| !matches!(t, Token::Whitespace(_)))
-            .take(4)
-            .collect();
+        let significant: Vec<&Token> = self.significant().take(4).collect();
         match significant.as_slice() {
             [show, catalogs] | [show, catalogs, Token::SemiColon] => {
                 keyword(show, Keyword::SHOW) && keyword(catalogs, Keyword::CATALOGS)

@@ -12,10 +12,10 @@ use datafusion::logical_expr::builder::LogicalPlanBuilder;
 use datafusion::logical_expr::planner::{
     PlannedRelation, RelationPlanner, RelationPlannerContext, RelationPlanning,
 };
-use datafusion::sql::sqlparser::ast::{Expr as SqlExpr, TableFactor, TableVersion};
+use datafusion::sql::sqlparser::ast::{Expr as SqlExpr, TableFactor};
 use paimon::catalog::Catalog;
 
-use super::PlannerState;
+use super::{history, PlannerState};
 use crate::error::Error;
 use crate::name::{self, RelationName};
 use crate::options;
@@ -65,24 +65,9 @@ impl RelationPlanner for RealtimeRelationPlanner {
             // Not one of our tables: leave the name to whoever owns it.
             return Ok(RelationPlanning::Original(Box::new(relation)));
         }
-        if let Some(version) = version {
-            return Err(Error::RealtimeTimeTravel {
-                name: display,
-                table: base.to_string(),
-                clause: describe_version(version),
-            }
-            .into());
-        }
+        history::check_planned(&display, &base.to_string(), version.as_ref(), &self.state)?;
         if !with_hints.is_empty() {
             return Err(Error::RealtimeOptions { name: display }.into());
-        }
-        if let Some(option) = self.state.time_travel_option() {
-            return Err(Error::RealtimeTimeTravel {
-                name: display,
-                table: base.to_string(),
-                clause: option,
-            }
-            .into());
         }
 
         let (binding, table) = match (resolved, external) {
@@ -133,15 +118,6 @@ fn with_table(reference: &TableReference, table: &str) -> TableReference {
         TableReference::Full {
             catalog, schema, ..
         } => TableReference::full(catalog.as_ref(), schema.as_ref(), table),
-    }
-}
-
-fn describe_version(version: &TableVersion) -> String {
-    match version {
-        TableVersion::VersionAsOf(_) => "VERSION AS OF".to_string(),
-        TableVersion::TimestampAsOf(_) => "TIMESTAMP AS OF".to_string(),
-        TableVersion::ForSystemTimeAsOf(_) => "FOR SYSTEM_TIME AS OF".to_string(),
-        other => format!("the clause '{other}'"),
     }
 }
 

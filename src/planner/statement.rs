@@ -17,12 +17,12 @@ use datafusion::sql::sqlparser::ast::{
     Set, SetExpr, Statement, TableFactor, TableFunctionArgs, TableObject, Value,
 };
 use datafusion::sql::sqlparser::dialect::GenericDialect;
-use datafusion::sql::sqlparser::keywords::Keyword;
 use datafusion::sql::sqlparser::parser::Parser;
 use datafusion::sql::sqlparser::tokenizer::{Span, Token, Whitespace};
 use paimon::catalog::Identifier;
 
 use super::classify::{Enforcer, Handling, Kind};
+use super::history;
 use super::parsed::Parsed;
 use super::PlannerState;
 use crate::catalog::LakeStreamCatalog;
@@ -77,9 +77,9 @@ pub(crate) struct StatementFilter<'a> {
 impl StatementFilter<'_> {
     /// Refuses what the contract rejects, and says who plans the rest.
     pub(crate) async fn check(&self, parsed: &Parsed<'_>) -> Result<Checked> {
-        let sql = parsed.sql();
-        check_time_travel_text(sql)?;
-        check_tokens(parsed.tokens())?;
+        history::check_rewrite(parsed)?;
+        history::check_text(parsed)?;
+        check_hints(parsed)?;
         if let Some(name) = parsed.create_or_replace_target() {
             self.check_replace(&name).await?;
         }
@@ -163,7 +163,7 @@ impl StatementFilter<'_> {
                 let overwrites_partitions =
                     insert.overwrite && insert.partitioned.as_ref().is_some_and(|p| !p.is_empty());
                 Ok(Checked::route(
-                    if overwrites_partitions || has_time_travel_text(parsed.sql()) {
+                    if overwrites_partitions || parsed.travels_in_time() {
                         Route::SqlContext
                     } else {
                         Route::DataFusion
@@ -350,7 +350,7 @@ impl StatementFilter<'_> {
     /// read either way: for statements the classification does not know,
     /// which may name a table anywhere.
     async fn any_lakestream_name(&self, parsed: &Parsed<'_>) -> Result<Option<Identifier>> {
-        for name in object_names(parsed.tokens()) {
+        for name in object_names(parsed.significant()) {
             if let Some(identifier) = self.lakestream_target(&name).await? {
                 return Ok(Some(identifier));
             }
@@ -690,7 +690,8 @@ fn table_function_query(procedure: &str, args: Vec<FunctionArg>) -> Result<State
     Ok(statement)
 }
 
-/// Every dotted name in `tokens` (`a`, `a.b`, `"A".b.c`), `t$rt` read as `t`.
+/// Every dotted name in `tokens` (`a`, `a.b`, `"A".b.c`), `t$rt` read as
+/// `t`; `tokens` without whitespace and comments.
 fn object_names<'t>(tokens: impl Iterator<Item = &'t Token>) -> Vec<ObjectName> {
     let mut names = Vec::new();
     let mut current: Vec<Ident> = Vec::new();
@@ -700,7 +701,7 @@ fn object_names<'t>(tokens: impl Iterator<Item = &'t Token>) -> Vec<ObjectName> 
             names.push(ObjectName::from(std::mem::take(current)));
         }
     };
-    for token in tokens.filter(|t| !matches!(t, Token::Whitespace(_))) {
+    for token in tokens {
         match token {
             Token::Word(word) => {
                 if !after_period {
@@ -764,12 +765,10 @@ fn check_relation_names(statement: &Statement) -> Result<()> {
     }
 }
 
-/// Checks on the raw tokens, which see what the parser drops or cannot parse:
-/// query hints (`/*+ OPTIONS('lakestream.enabled'='true') */`) that name a
-/// lake-stream key, and time travel on `t$rt` (`SQLContext` rewrites
-/// `VERSION AS OF` / `TIMESTAMP AS OF` from the text before parsing).
-fn check_tokens<'t>(tokens: impl Iterator<Item = &'t Token> + Clone) -> Result<()> {
-    for token in tokens.clone() {
+/// Query hints (`/*+ OPTIONS('lakestream.enabled'='true') */`) that name a
+/// lake-stream key, checked on the tokens: the parser drops comments.
+fn check_hints(parsed: &Parsed<'_>) -> Result<()> {
+    for token in parsed.tokens() {
         if let Token::Whitespace(Whitespace::MultiLineComment(text)) = token {
             if text.starts_with('+') && text.to_ascii_lowercase().contains(options::PREFIX) {
                 return Err(Error::SessionRouting {
@@ -779,73 +778,7 @@ fn check_tokens<'t>(tokens: impl Iterator<Item = &'t Token> + Clone) -> Result<(
             }
         }
     }
-    let words: Vec<&Token> = tokens
-        .filter(|t| !matches!(t, Token::Whitespace(_)))
-        .collect();
-    for (i, token) in words.iter().enumerate() {
-        let Token::Word(word) = token else { continue };
-        let Ok(RelationName::Realtime { table }) = name::parse(&word.value) else {
-            continue;
-        };
-        let keyword = |offset: usize| match words.get(i + offset) {
-            Some(Token::Word(w)) => w.keyword,
-            _ => Keyword::NoKeyword,
-        };
-        let clause = match (keyword(1), keyword(2), keyword(3)) {
-            (Keyword::VERSION, Keyword::AS, Keyword::OF) => "VERSION AS OF",
-            (Keyword::TIMESTAMP, Keyword::AS, Keyword::OF) => "TIMESTAMP AS OF",
-            (Keyword::FOR, Keyword::SYSTEM_TIME, Keyword::AS) => "FOR SYSTEM_TIME AS OF",
-            _ => continue,
-        };
-        return Err(Error::RealtimeTimeTravel {
-            name: word.value.clone(),
-            table: table.to_string(),
-            clause: clause.to_string(),
-        });
-    }
     Ok(())
-}
-
-/// `SQLContext` (paimon-datafusion 0.4) finds `VERSION AS OF` and
-/// `TIMESTAMP AS OF` clauses by their byte positions in the lower-cased
-/// text and slices the statement there. A character whose lower case has
-/// another length in bytes (`İ`, `ẞ`, the Kelvin sign) shifts those
-/// positions: the statement panicked, or was rewritten at the wrong place.
-/// Such statements are refused before `SQLContext` sees them. The test is
-/// wider than `SQLContext`'s own (it also looks inside strings and
-/// comments), so nothing it would misread gets through.
-fn check_time_travel_text(sql: &str) -> Result<()> {
-    if !has_time_travel_text(sql) {
-        return Ok(());
-    }
-    let shifting = sql
-        .chars()
-        .find(|c| c.to_lowercase().map(char::len_utf8).sum::<usize>() != c.len_utf8());
-    match shifting {
-        None => Ok(()),
-        Some(c) => Err(Error::InvalidStatement {
-            statement: "VERSION AS OF / TIMESTAMP AS OF".to_string(),
-            reason: format!(
-                "the statement holds '{c}', whose lower case is longer or shorter in bytes, and \
-                 paimon-datafusion 0.4 locates time-travel clauses by byte position in the \
-                 lower-cased text, which '{c}' would shift. Write it as chr({}) in this \
-                 statement, or read without time travel",
-                u32::from(c)
-            ),
-        }),
-    }
-}
-
-/// Whether `sql` holds a time-travel clause as `SQLContext` finds them
-/// (`VERSION AS OF`, `TIMESTAMP AS OF`, rewritten from the text before it
-/// parses), looking inside strings and comments too: wider than its own test.
-fn has_time_travel_text(sql: &str) -> bool {
-    let contains = |clause: &str| {
-        sql.as_bytes()
-            .windows(clause.len())
-            .any(|w| w.eq_ignore_ascii_case(clause.as_bytes()))
-    };
-    contains("version as of ") || contains("timestamp as of ")
 }
 
 #[cfg(test)]
@@ -870,8 +803,8 @@ mod tests {
         Parsed::generic(sql).create_or_replace_target()
     }
 
-    fn check_tokens(sql: &str) -> Result<()> {
-        super::check_tokens(Parsed::generic(sql).tokens())
+    fn check_hints(sql: &str) -> Result<()> {
+        super::check_hints(&Parsed::generic(sql))
     }
 
     /// A filter over a session whose default catalog is a lake-stream
@@ -966,47 +899,11 @@ mod tests {
             "INSERT /*+ OPTIONS('LakeStream.store'='x') */ INTO t VALUES (1)",
             "SELECT /*+ lakestream.whatever */ 1",
         ] {
-            let err = check_tokens(sql).unwrap_err().to_string();
+            let err = check_hints(sql).unwrap_err().to_string();
             assert!(err.contains("a query hint cannot set"), "{err}");
         }
-        check_tokens("SELECT * FROM t /*+ OPTIONS('scan.snapshot-id'='1') */").unwrap();
-        check_tokens("SELECT 1 /* lakestream.enabled, not a hint */").unwrap();
-    }
-
-    #[test]
-    fn time_travel_on_rt_is_refused_from_the_text() {
-        for (sql, clause) in [
-            ("SELECT * FROM t$rt VERSION AS OF 1", "VERSION AS OF"),
-            (
-                "SELECT * FROM db.\"T$RT\" TIMESTAMP AS OF '2024-01-01 00:00:00'",
-                "TIMESTAMP AS OF",
-            ),
-            (
-                "SELECT * FROM t$rt FOR SYSTEM_TIME AS OF '2024-01-01'",
-                "FOR SYSTEM_TIME AS OF",
-            ),
-        ] {
-            let err = check_tokens(sql).unwrap_err().to_string();
-            assert!(err.contains(clause), "{err}");
-            assert!(err.contains("has no history"), "{err}");
-        }
-        check_tokens("SELECT * FROM t VERSION AS OF 1").unwrap();
-        check_tokens("SELECT 't$rt VERSION AS OF 1'").unwrap();
-    }
-
-    #[test]
-    fn time_travel_with_length_changing_characters_is_refused() {
-        for sql in [
-            "SELECT * FROM t VERSION AS OF 1 WHERE a = 'İ'",
-            "select 'ẞ' from t timestamp as of '2024-01-01'",
-            "SELECT '\u{212A}' FROM t Version As Of 1",
-        ] {
-            let err = check_time_travel_text(sql).unwrap_err().to_string();
-            assert!(err.contains("chr("), "{err}");
-        }
-        check_time_travel_text("SELECT * FROM t VERSION AS OF 1 WHERE a = 'é'").unwrap();
-        check_time_travel_text("SELECT 'İ' FROM t").unwrap();
-        check_time_travel_text("SELECT 'İ' FROM version").unwrap();
+        check_hints("SELECT * FROM t /*+ OPTIONS('scan.snapshot-id'='1') */").unwrap();
+        check_hints("SELECT 1 /* lakestream.enabled, not a hint */").unwrap();
     }
 
     #[test]
@@ -1176,7 +1073,7 @@ mod tests {
             let _ = is_show_catalogs(&sql);
             let _ = is_create_external(&sql);
             let _ = create_or_replace_target(&sql);
-            let _ = check_tokens(&sql);
+            let _ = check_hints(&sql);
         }
 
         #[test]
@@ -1185,7 +1082,9 @@ mod tests {
             let _ = is_show_catalogs(&sql);
             let _ = is_create_external(&sql);
             let _ = create_or_replace_target(&sql);
-            let _ = check_tokens(&sql);
+            let _ = check_hints(&sql);
+            let _ = history::check_text(&Parsed::generic(&sql));
+            let _ = history::check_rewrite(&Parsed::generic(&sql));
             let _ = check_set(&sql, Some(sql.clone()));
             if let Ok(statements) = Parser::parse_sql(&GenericDialect {}, &sql) {
                 for statement in &statements {
