@@ -225,6 +225,23 @@ pub enum Error {
         timeout: std::time::Duration,
     },
 
+    /// `CREATE TABLE` made the Paimon table of a lake-stream table, but the
+    /// store could not answer whether it attached its table. Of the store
+    /// error's kind: trying again may work.
+    #[error(
+        "'{table}' was created, but lakestream store '{store}' could not attach its store table, \
+         which the store may hold: {source}. Reads of '{table}$rt' and writes fail until it is \
+         attached: run the same statement as CREATE TABLE IF NOT EXISTS once the store answers"
+    )]
+    CreatedNotAttached {
+        /// The table's full name.
+        table: String,
+        /// The store's identifier.
+        store: String,
+        /// Why the attach failed.
+        source: Box<Error>,
+    },
+
     /// The store has no table for a lake-stream table.
     #[error(
         "lakestream store '{store}' has no table for '{table}'. Turning the mode on attaches it: \
@@ -634,6 +651,7 @@ impl Error {
             | Error::WriteOutcomeUnknown { .. }
             | Error::MaintenanceFailed { .. } => ErrorKind::Unavailable,
             Error::StoreFailed { kind, .. } => *kind,
+            Error::CreatedNotAttached { source, .. } => source.kind(),
             Error::SegmentDamaged { .. } => ErrorKind::Corrupt,
             Error::Internal(_) => ErrorKind::Internal,
             Error::Paimon(e) => paimon_kind(e),

@@ -1,6 +1,7 @@
 //! The store's side of a lake-stream table's life, as the catalog drives
 //! it: creating a table and attaching its store table (dropping the Paimon
-//! table again when the store refuses), turning the mode on and off
+//! table again only when the store refuses; one that cannot answer leaves
+//! it for `CREATE TABLE IF NOT EXISTS` to finish), turning the mode on and off
 //! (tiering first, or stopping the store's own tiering), dropping a table
 //! with its store's rows, tiering on request and maintenance under the
 //! store's commit lock. The guards that decide whether a statement may run
@@ -10,8 +11,12 @@ use super::*;
 
 impl LakeStreamCatalog {
     /// `CREATE TABLE ... WITH ('lakestream.enabled'='true')`: the Paimon table
-    /// is created, then the store-side table; if the store refuses, the Paimon
-    /// table is dropped again, so nothing is half-created.
+    /// is created, then the store-side table is attached. If the store
+    /// refuses (an error the user fixes), the Paimon table is dropped again.
+    /// If it cannot answer (unavailable, timed out, corrupt, a bug), the
+    /// store may hold the table, so the Paimon table stays and
+    /// [`Error::CreatedNotAttached`] says that `CREATE TABLE IF NOT EXISTS`
+    /// ([`Self::finish_existing`]) finishes it.
     pub(super) async fn create_lakestream_table(
         &self,
         identifier: &Identifier,
@@ -66,20 +71,31 @@ impl LakeStreamCatalog {
                 .await
         }
         .await;
-        if let Err(e) = attached {
-            // Best effort: the attach error is the one to report.
-            let _ = self.inner.drop_table(identifier, true).await;
-            return Err(e);
+        match attached {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind().is_users_to_fix() => {
+                // The store said no, so it holds nothing. Best effort: the
+                // attach error is the one to report.
+                let _ = self.inner.drop_table(identifier, true).await;
+                Err(e)
+            }
+            // No answer: the store may hold the table, and another process's
+            // `CREATE TABLE IF NOT EXISTS` may have attached it and had
+            // writes acknowledged, which a drop would lose.
+            Err(e) => Err(Error::CreatedNotAttached {
+                table: identifier.full_name(),
+                store: store.identifier().to_string(),
+                source: Box::new(e),
+            }),
         }
-        Ok(())
     }
 
     /// `CREATE TABLE IF NOT EXISTS` over an existing table changes nothing,
     /// except that a lake-stream table this store serves is attached again
     /// (attaching is idempotent): a `CREATE` cut short between the Paimon
-    /// table and the store's leaves a table every read and write of `t$rt`
-    /// refuses, and the statement that made it is the one a user or a
-    /// script runs again. A plain table, or one bound to another store, is
+    /// table and the store's, or whose attach the store did not answer,
+    /// leaves a table every read and write of `t$rt` refuses, and the
+    /// statement that made it is the one a user or a script runs again. A plain table, or one bound to another store, is
     /// left as it is.
     pub(super) async fn finish_existing(
         &self,

@@ -22,7 +22,7 @@ use paimon::table::Table;
 use crate::error::{Error, Result};
 use crate::merge::MergeSpec;
 use crate::options::{self, CatalogStoreOptions};
-use crate::store::{LazyStore, StoreBinding, StoreRegistry, TierReport, Tiering};
+use crate::store::{split_binding, LazyStore, StoreBinding, StoreRegistry, TierReport, Tiering};
 
 mod lifecycle;
 
@@ -100,11 +100,7 @@ impl LakeStreamCatalog {
         let ours = self.store.capabilities().hidden_columns;
         let recorded = table
             .and_then(|t| t.schema().options().get(options::STORE_BINDING))
-            .map(|binding| {
-                binding
-                    .split_once(':')
-                    .map_or(binding.as_str(), |(id, _)| id)
-            });
+            .map(|binding| split_binding(binding).0);
         let bound = match recorded {
             Some(identifier) => self
                 .registry

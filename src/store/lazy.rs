@@ -164,7 +164,7 @@ impl LazyStore {
 }
 
 /// A store binding's identifier and location (empty when it names none).
-fn split_binding(binding: &str) -> (&str, &str) {
+pub(crate) fn split_binding(binding: &str) -> (&str, &str) {
     binding.split_once(':').unwrap_or((binding, ""))
 }
 

@@ -27,6 +27,7 @@ use paimon::table::Table;
 
 use crate::error::{Error, ErrorKind, Result};
 
+pub(crate) use lazy::split_binding;
 pub use lazy::LazyStore;
 pub use registry::StoreRegistry;
 

@@ -10,10 +10,10 @@ use paimon::spec::{DataType, IntType, Schema, SchemaChange};
 use paimon::table::BranchManager;
 use paimon_lakestream::options::CatalogStoreOptions;
 use paimon_lakestream::store::{StoreFactory, StoreRegistry};
-use paimon_lakestream::LakeStreamCatalog;
+use paimon_lakestream::{Error, ErrorKind, LakeStreamCatalog};
 
 use crate::memory_store;
-use crate::support::{CatalogKind, TestWarehouse};
+use crate::support::{run, sorted_ids, CatalogKind, TestWarehouse};
 
 /// The decorator over `warehouse`'s catalog, naming the memory test store.
 async fn decorated(warehouse: &TestWarehouse) -> LakeStreamCatalog {
@@ -215,4 +215,67 @@ async fn merge_options_cannot_be_removed_while_the_mode_is_on() {
         Some("partial-update")
     );
     assert_eq!(options.get("bucket").map(String::as_str), Some("1"));
+}
+
+/// A `CREATE` whose store does not attach the table. A store that refuses
+/// (user input, not supported, conflict) holds nothing: the Paimon table is
+/// dropped again. One that could not answer (unavailable, corrupt,
+/// internal) may hold the table already, and another process's
+/// `CREATE TABLE IF NOT EXISTS` may have attached it and had writes
+/// acknowledged: the Paimon table stays, the error keeps the store's kind
+/// and says that the same statement with `IF NOT EXISTS` finishes it, and
+/// that statement does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_create_drops_its_paimon_table_only_when_the_store_refuses() {
+    let warehouse = TestWarehouse::new(CatalogKind::Filesystem).await;
+    let catalog = decorated(&warehouse).await;
+    catalog
+        .create_database("db", true, HashMap::new())
+        .await
+        .unwrap();
+    let ctx = warehouse
+        .context_with(&[("lakestream.store", memory_store::IDENTIFIER)])
+        .await;
+    let kinds = [
+        ErrorKind::UserInput,
+        ErrorKind::NotSupported,
+        ErrorKind::Conflict,
+        ErrorKind::Unavailable,
+        ErrorKind::Corrupt,
+        ErrorKind::Internal,
+    ];
+    let attach_fails = &warehouse.memory.switches.attach_fails;
+    for kind in kinds {
+        let name = format!("t_{kind:?}").to_lowercase();
+        let t = Identifier::new("db", &name);
+        let creation = || schema(&[("lakestream.enabled", "true")]);
+        *attach_fails.lock().unwrap() = Some(kind);
+        let error = catalog
+            .create_table(&t, creation(), false)
+            .await
+            .unwrap_err();
+        *attach_fails.lock().unwrap() = None;
+        let text = error.to_string();
+        assert_eq!(Error::Paimon(error).kind(), kind, "{text}");
+        let kept = catalog.get_table(&t).await.is_ok();
+        if kind.is_users_to_fix() {
+            assert!(
+                !kept,
+                "{kind:?}: the refused table is dropped again: {text}"
+            );
+            continue;
+        }
+        assert!(kept, "{kind:?}: the table is kept: {text}");
+        assert!(
+            text.contains(&format!("'db.{name}'")) && text.contains("IF NOT EXISTS"),
+            "{kind:?}: {text}"
+        );
+        catalog.create_table(&t, creation(), true).await.unwrap();
+        run(&ctx, &format!("INSERT INTO db.{name} VALUES (1)")).await;
+        assert_eq!(
+            sorted_ids(&ctx, &format!("SELECT * FROM db.{name}$rt")).await,
+            vec![1],
+            "{kind:?}"
+        );
+    }
 }

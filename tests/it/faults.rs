@@ -11,7 +11,7 @@ use object_store::memory::InMemory;
 use object_store::ObjectStore;
 use paimon_lakestream::store::faulty::{Fault, Faults, FaultyStore, Op, Rule};
 use paimon_lakestream::store::local::register_object_store;
-use paimon_lakestream::LakeStreamContext;
+use paimon_lakestream::{Error, ErrorKind, LakeStreamContext};
 
 use crate::support::{run, sorted_ids, try_run, CatalogKind, TestWarehouse};
 
@@ -191,4 +191,70 @@ async fn tiering_through_failed_gets_and_deletes_commits_each_row_once() {
         sorted_ids(&ctx, "SELECT id FROM t$rt").await,
         vec![1, 2, 3, 4, 5]
     );
+}
+
+/// A `CREATE` whose attach the store did not answer (the put of the store
+/// table's metadata failed with a timeout, landed and then timed out, or
+/// took past `lakestream.timeout`) keeps the Paimon table: the store may
+/// hold its table, and another process's `CREATE TABLE IF NOT EXISTS` may
+/// have attached it and had writes acknowledged. The error names the table
+/// and the statement that finishes it; that statement, run by another
+/// process, attaches it, and the table takes writes and serves `t$rt` in
+/// both.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_create_whose_attach_is_not_answered_keeps_the_table_for_if_not_exists() {
+    for fault in [
+        Fault::timeout(),
+        Fault::lands_then_times_out(),
+        Fault::Delay(Duration::from_millis(600)),
+    ] {
+        let warehouse = TestWarehouse::new(CatalogKind::Filesystem).await;
+        let inner: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+        let (url_a, faults) = root(&inner);
+        let (url_b, _) = root(&inner);
+        let a = process(&warehouse, &url_a, &[("lakestream.timeout", "200ms")]).await;
+        faults.add(
+            Rule::new(Op::Put, fault.clone())
+                .path_contains("table.json")
+                .times(1),
+        );
+        let error = match a.sql(CREATE).await {
+            Ok(frame) => frame.collect().await.map(|_| ()),
+            Err(e) => Err(e),
+        }
+        .expect_err("the attach fails");
+        let text = error.to_string();
+        assert!(
+            text.contains("'default.t'")
+                && text.contains("CREATE TABLE IF NOT EXISTS")
+                && !text.contains("during planning"),
+            "{fault:?}: {text}"
+        );
+        assert_eq!(
+            Error::DataFusion(error).kind(),
+            ErrorKind::Unavailable,
+            "{fault:?}: {text}"
+        );
+        assert_eq!(
+            sorted_ids(&a, "SELECT id FROM t").await,
+            Vec::<i64>::new(),
+            "{fault:?}: the Paimon table is kept"
+        );
+        // A put past the timeout is not waited for.
+        tokio::time::sleep(Duration::from_millis(800)).await;
+        let b = process(&warehouse, &url_b, &[]).await;
+        run(
+            &b,
+            "CREATE TABLE IF NOT EXISTS t (id INT) WITH ('lakestream.enabled' = 'true')",
+        )
+        .await;
+        run(&b, "INSERT INTO t VALUES (1)").await;
+        assert_eq!(sorted_ids(&b, "SELECT id FROM t$rt").await, vec![1]);
+        run(&a, "INSERT INTO t VALUES (2)").await;
+        assert_eq!(
+            sorted_ids(&a, "SELECT id FROM t$rt").await,
+            vec![1, 2],
+            "{fault:?}"
+        );
+    }
 }

@@ -498,6 +498,70 @@ async fn fluss_tables_match_paimon_and_hide_system_columns() {
     );
 }
 
+/// The ADD COLUMN guard follows the store a table is bound to, not the
+/// catalog the statement runs in: a catalog on the same warehouse that
+/// names no store, or the `local` store, refuses to add a column to a table
+/// Fluss serves, naming the column and Fluss's system columns, and the
+/// Paimon schema stays as it was.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    fluss_off,
+    ignore = "LAKESTREAM_FLUSS=0: the Fluss tests are left out (they start a Fluss cluster: Java 17, Maven, Maven Central)"
+)]
+async fn add_column_is_refused_on_a_fluss_table_through_any_catalog() {
+    let cluster = tokio::task::spawn_blocking(cluster).await.expect("cluster");
+    let (warehouse, ctx) = open(&FlussHarness::on(cluster), StoreCondition::Reachable).await;
+    run(
+        &ctx,
+        "CREATE TABLE fx_cross (k INT NOT NULL, v STRING, PRIMARY KEY (k)) \
+         WITH ('bucket' = '1', 'lakestream.enabled' = 'true')",
+    )
+    .await;
+    let catalog = paimon::CatalogFactory::create(paimon::Options::from_map(HashMap::from([(
+        "warehouse".to_string(),
+        cluster.warehouse.to_string_lossy().into_owned(),
+    )])))
+    .await
+    .expect("paimon catalog");
+    let identifier = paimon::catalog::Identifier::new("default", "fx_cross");
+    let fields = |table: paimon::table::Table| -> Vec<String> {
+        table
+            .schema()
+            .fields()
+            .iter()
+            .map(|f| f.name().to_string())
+            .collect()
+    };
+    let before = fields(catalog.get_table(&identifier).await.expect("table"));
+    assert_eq!(
+        before,
+        vec!["k", "v", "__bucket", "__offset", "__timestamp"]
+    );
+    let store_dir = tempfile::tempdir().expect("temp dir");
+    let store_path = store_dir.path().display().to_string();
+    let others: [(&str, Vec<(&str, &str)>); 2] = [
+        ("no store", vec![]),
+        (
+            "the local store",
+            vec![
+                ("lakestream.store", "local"),
+                ("local.path", &store_path),
+                ("local.tier-interval", "off"),
+            ],
+        ),
+    ];
+    for (which, options) in others {
+        let other = warehouse.context_with(&options).await;
+        let error = fails(&other, "ALTER TABLE fx_cross ADD COLUMN c INT").await;
+        assert!(
+            error.contains("ADD COLUMN c") && error.contains("__bucket, __offset, __timestamp"),
+            "{which}: {error}"
+        );
+        let after = fields(catalog.get_table(&identifier).await.expect("table"));
+        assert_eq!(after, before, "{which}: the Paimon schema is unchanged");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[cfg_attr(
     fluss_off,

@@ -1,6 +1,7 @@
 //! A store that keeps everything in memory, for routing tests. It is found
 //! through the same registry as a real store, and has switches for the
-//! failures the contract talks about: unreachable, slow, table missing.
+//! failures the contract talks about: unreachable, slow, table missing, an
+//! attach that fails with an error of a given kind.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -14,13 +15,13 @@ use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use paimon::catalog::Identifier;
 use paimon::table::Table;
 use paimon_lakestream::store::{
-    log_arrow_schema, Capabilities, LakestreamStore, StoreContext, StoreFactory, StoreLog,
-    StoreRead, WriteKind,
+    log_arrow_schema, store_error_of_kind, Capabilities, LakestreamStore, StoreContext,
+    StoreFactory, StoreLog, StoreRead, WriteKind,
 };
 use paimon_lakestream::testing::{
     conformance, Capability, StoreCondition, StoreHarness, Warehouse,
 };
-use paimon_lakestream::{Error, LakeStreamContext, Result};
+use paimon_lakestream::{Error, ErrorKind, LakeStreamContext, Result};
 use tokio::sync::Notify;
 
 use crate::support::{CatalogKind, TestWarehouse};
@@ -121,6 +122,8 @@ pub struct Switches {
     pub table_missing: AtomicBool,
     /// The store says it takes no deletes.
     pub no_deletes: AtomicBool,
+    /// Attaching a table fails with an error of this kind, attaching nothing.
+    pub attach_fails: Mutex<Option<ErrorKind>>,
 }
 
 #[derive(Debug, Default)]
@@ -204,6 +207,13 @@ impl LakestreamStore for MemoryStore {
 
     async fn attach_table(&self, table: &Table) -> Result<()> {
         self.check().await?;
+        if let Some(kind) = *self.switches.attach_fails.lock().unwrap() {
+            return Err(store_error_of_kind(
+                IDENTIFIER,
+                kind,
+                format!("cannot attach the table ({kind:?}, test switch)"),
+            ));
+        }
         let base = table
             .snapshot_manager()
             .get_latest_snapshot_id()

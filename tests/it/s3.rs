@@ -276,7 +276,7 @@ async fn racing_commits_on_s3_never_replace_each_other() {
 
 /// A store root that ignores conditional puts (an S3-compatible server
 /// without `If-None-Match`) is refused when a table attaches, naming what
-/// is missing, and nothing is written to it.
+/// is missing, and nothing is written to it or left in the catalog.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_store_that_ignores_conditional_writes_is_refused() {
     let dir = tempfile::tempdir().expect("temp dir");
@@ -311,11 +311,17 @@ async fn a_store_that_ignores_conditional_writes_is_refused() {
         error.contains("create-if-absent") && error.contains("ignored"),
         "{error}"
     );
-    // The probe is all it wrote, and it is gone.
+    // The probe is all it wrote, and it is gone. The store refused, so the
+    // Paimon table is dropped again: no table is left that the same
+    // statement with IF NOT EXISTS could never finish.
     assert!(
         try_run(&ctx, "SELECT * FROM t$rt").await.is_err(),
         "no lake-stream table"
     );
+    let left = try_run(&ctx, "SELECT * FROM t")
+        .await
+        .expect_err("no table");
+    assert!(left.contains("not found"), "{left}");
 }
 
 /// Keys never print: not in `SHOW CATALOGS`, `EXPLAIN`, a catalog's

@@ -34,6 +34,24 @@ pub(crate) enum LocalStoreError {
         source: object_store::Error,
     },
 
+    /// The object store under the root does not create an object only if
+    /// it is absent, which every segment and lease needs. A refusal: the
+    /// root stays unusable until the user names another.
+    #[error(
+        "the object store at '{root}' {what}. The local store creates every log segment with a \
+         conditional put (create-if-absent, 'If-None-Match: *' on S3), so that two writers \
+         never take one position and a tiered position is never handed out again; without it, \
+         writers could overwrite acknowledged rows. Use an object store that implements \
+         conditional writes (AWS S3, MinIO, versitygw, ...), put 'local.path' on local disk, \
+         or use the Fluss store"
+    )]
+    NoCreateIfAbsent {
+        /// The root's URL, without credentials.
+        root: String,
+        /// What the object store did.
+        what: String,
+    },
+
     /// Writing a file on local disk failed.
     #[error("write '{path}': {source}")]
     WriteFile {
@@ -212,7 +230,9 @@ impl LocalStoreError {
             | LocalStoreError::PositionOverflow { .. }
             | LocalStoreError::SegmentsMissing { .. }
             | LocalStoreError::DeleteInAppendLog => ErrorKind::Corrupt,
-            LocalStoreError::SchemaChanged { .. } => ErrorKind::NotSupported,
+            LocalStoreError::SchemaChanged { .. } | LocalStoreError::NoCreateIfAbsent { .. } => {
+                ErrorKind::NotSupported
+            }
             LocalStoreError::Encode { .. } | LocalStoreError::Batch { .. } => ErrorKind::Internal,
         }
     }
@@ -284,6 +304,13 @@ mod tests {
                     source: objects(),
                 },
                 ErrorKind::Unavailable,
+            ),
+            (
+                LocalStoreError::NoCreateIfAbsent {
+                    root: "s3://b/".to_string(),
+                    what: "ignored a create-if-absent".to_string(),
+                },
+                ErrorKind::NotSupported,
             ),
             (
                 LocalStoreError::WriteFile {

@@ -204,17 +204,12 @@ impl Root {
 
     async fn probe_create_if_absent(&self) -> Result<()> {
         let path = Path::from(format!("_probe/create-if-absent-{}", uuid::Uuid::new_v4()));
-        let refused = |what: String| Error::StoreUnavailable {
-            store: LOCAL.to_string(),
-            reason: format!(
-                "the object store at '{}' {what}. The local store creates every log segment \
-                 with a conditional put (create-if-absent, 'If-None-Match: *' on S3), so that \
-                 two writers never take one position and a tiered position is never handed \
-                 out again; without it, writers could overwrite acknowledged rows. Use an \
-                 object store that implements conditional writes (AWS S3, MinIO, versitygw, \
-                 ...), put 'local.path' on local disk, or use the Fluss store",
-                self.display()
-            ),
+        let refused = |what: String| -> Error {
+            LocalStoreError::NoCreateIfAbsent {
+                root: self.display(),
+                what,
+            }
+            .into()
         };
         let create = |bytes: &'static [u8]| {
             self.objects.put_opts(
