@@ -95,8 +95,8 @@ impl LakeStreamCatalog {
     /// (attaching is idempotent): a `CREATE` cut short between the Paimon
     /// table and the store's, or whose attach the store did not answer,
     /// leaves a table every read and write of `t$rt` refuses, and the
-    /// statement that made it is the one a user or a script runs again. A plain table, or one bound to another store, is
-    /// left as it is.
+    /// statement that made it is the one a user or a script runs again. A
+    /// plain table, or one bound to another store, is left as it is.
     pub(super) async fn finish_existing(
         &self,
         existing: &Table,
