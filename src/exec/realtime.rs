@@ -18,7 +18,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use datafusion::arrow::array::{
-    Array, ArrayRef, BooleanArray, Int8Array, RecordBatch, RecordBatchOptions, UInt32Array,
+    Array, ArrayRef, BooleanArray, RecordBatch, RecordBatchOptions, UInt32Array,
 };
 use datafusion::arrow::compute::{concat_batches, filter_record_batch, interleave, take};
 use datafusion::arrow::datatypes::SchemaRef;
@@ -34,12 +34,14 @@ use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties,
 };
+use futures::stream::BoxStream;
 use futures::{StreamExt, TryStreamExt};
 use tokio::sync::OnceCell;
 
+use crate::error::Error;
 use crate::exec::key_map::KeyMap;
 use crate::exec::merge::{Merger, Outcome, Version};
-use crate::store::{RowKind, ScanMode, StoreLog, ROW_KIND_COLUMN};
+use crate::store::{ChangeBatch, ChangeStream, RowKind, ScanMode, StoreLog};
 
 /// How the columns of the read line up.
 #[derive(Debug, Clone)]
@@ -63,40 +65,50 @@ impl ReadLayout {
         Ok(batch.project(&self.output)?)
     }
 
-    /// A store log batch (all table columns, then the row kind) in the read's
-    /// column layout and types, with its row kinds.
-    fn align_log(&self, batch: &RecordBatch) -> DFResult<(RecordBatch, Int8Array)> {
-        let kinds_index = batch.num_columns().checked_sub(1).ok_or_else(|| {
-            DataFusionError::Internal(format!("a store log batch has no {ROW_KIND_COLUMN} column"))
-        })?;
-        let kinds = batch
-            .column(kinds_index)
-            .as_any()
-            .downcast_ref::<Int8Array>()
-            .cloned()
-            .ok_or_else(|| {
-                DataFusionError::Internal(format!(
-                    "the store log's last column must be {ROW_KIND_COLUMN} (Int8)"
-                ))
-            })?;
+    /// A store's change batch (rows with all of the table's columns) in the
+    /// read's column layout and types, with its row kinds.
+    fn align_log(&self, change: ChangeBatch) -> DFResult<Aligned> {
+        let (rows, kinds) = change.into_parts();
         let columns = self
             .columns
             .iter()
             .map(|&index| {
-                let column = batch.columns().get(index).ok_or_else(|| {
+                let column = rows.columns().get(index).ok_or_else(|| {
                     DataFusionError::Internal(format!(
-                        "a store log batch has {} columns, column {index} was asked for",
-                        batch.num_columns()
+                        "a store's change batch has {} columns, column {index} of the table \
+                         was asked for",
+                        rows.num_columns()
                     ))
                 })?;
                 Ok(Arc::clone(column))
             })
             .collect::<DFResult<Vec<ArrayRef>>>()?;
         // `count(*)` reads no columns: the row count must survive without any.
-        let batch = crate::batch::cast_to(&self.schema, columns, batch.num_rows())?;
-        Ok((batch, kinds))
+        let rows = crate::batch::cast_to(&self.schema, columns, rows.num_rows())?;
+        Ok((rows, kinds))
     }
 }
+
+/// A store's change batch in a read's layout: its rows, and one row kind
+/// per row (see [`ReadLayout::align_log`]).
+type Aligned = (RecordBatch, Vec<RowKind>);
+
+/// A store's change log (what [`StoreLog::read_bounded`] or
+/// [`StoreLog::follow`] gave) in the read's layout: the one place where
+/// [`ChangeBatch`]es are taken apart, and where the store's errors become
+/// DataFusion's, as errors of a running statement.
+fn aligned_log(
+    log: crate::error::Result<ChangeStream>,
+    layout: Arc<ReadLayout>,
+) -> DFResult<AlignedLog> {
+    let stream = log.map_err(Error::into_run_time)?;
+    Ok(stream
+        .map(move |change| layout.align_log(change.map_err(Error::into_run_time)?))
+        .boxed())
+}
+
+/// A change log in a read's layout (see [`aligned_log`]).
+type AlignedLog = BoxStream<'static, DFResult<Aligned>>;
 
 /// A key in the row format of the key columns: looked up without allocating.
 type Key = Box<[u8]>;
@@ -296,9 +308,7 @@ impl RealtimeScanExec {
         let layout = Arc::clone(&self.layout);
         let log = Arc::clone(&self.log);
         let follow = self.mode == ScanMode::Streaming;
-        let bounded: futures::stream::BoxStream<'static, DFResult<RecordBatch>> = if self
-            .is_primary_key()
-        {
+        let bounded: BoxStream<'static, DFResult<RecordBatch>> = if self.is_primary_key() {
             let state = Arc::clone(&self.store_state);
             let layout = Arc::clone(&layout);
             let log = Arc::clone(&log);
@@ -323,7 +333,8 @@ impl RealtimeScanExec {
                     }
                     StoreHalf::Reread => {
                         reads.add(1);
-                        newest_live_rows(Arc::clone(&store), log.read_bounded()?, layout)?.boxed()
+                        let log = aligned_log(log.read_bounded(), Arc::clone(&layout))?;
+                        newest_live_rows(Arc::clone(&store), log, layout)?.boxed()
                     }
                 };
                 Ok::<_, DataFusionError>(rows)
@@ -332,11 +343,16 @@ impl RealtimeScanExec {
             .boxed()
         } else {
             let layout = Arc::clone(&layout);
-            log_rows(log.read_bounded()?, layout).boxed()
+            log_rows(
+                aligned_log(log.read_bounded(), Arc::clone(&layout))?,
+                layout,
+            )
+            .boxed()
         };
         let stream = if follow {
             let tail = futures::stream::once(async move {
-                Ok::<_, DataFusionError>(log_rows(log.follow()?, layout))
+                let follow = aligned_log(log.follow(), Arc::clone(&layout))?;
+                Ok::<_, DataFusionError>(log_rows(follow, layout))
             })
             .try_flatten();
             bounded.chain(tail).boxed()
@@ -380,7 +396,8 @@ impl RealtimeScanExec {
             if !follow {
                 return Ok::<_, DataFusionError>(head.boxed());
             }
-            let tail = follow_merged(log.follow()?, merged, lookup, context, layout);
+            let follow = aligned_log(log.follow(), Arc::clone(&layout))?;
+            let tail = follow_merged(follow, merged, lookup, context, layout);
             Ok(head.chain(tail).boxed())
         })
         .try_flatten();
@@ -690,16 +707,16 @@ async fn fold_bounded(
     log: &Arc<dyn StoreLog>,
     lookup: Option<&Arc<dyn ExecutionPlan>>,
     context: &Arc<TaskContext>,
-    layout: &ReadLayout,
+    layout: &Arc<ReadLayout>,
     follow: bool,
     budget: usize,
 ) -> DFResult<(Vec<RecordBatch>, MergedKeys)> {
     let (paimon_batches, paimon) = paimon_rows(lookup, context, &store.keys, layout).await?;
     let mut fold = Fold::new(store.keys.len(), paimon_batches, paimon, budget);
-    let mut stream = log.read_bounded()?;
+    let mut stream = aligned_log(log.read_bounded(), Arc::clone(layout))?;
     let mut rows: u64 = 0;
-    while let Some(batch) = stream.next().await {
-        let (batch, kinds) = layout.align_log(&batch?)?;
+    while let Some(change) = stream.next().await {
+        let (batch, kinds) = change?;
         rows += batch.num_rows() as u64;
         let keys = group_versions(&[(batch.clone(), kinds)], layout)?;
         let entries = keys
@@ -766,7 +783,7 @@ fn log_changed() -> DataFusionError {
 /// A streaming read's tail: each written batch's keys merged after what the
 /// read has seen of them (or Paimon's row, for a key first seen now).
 fn follow_merged(
-    follow: SendableRecordBatchStream,
+    follow: AlignedLog,
     merged: MergedKeys,
     lookup: Option<Arc<dyn ExecutionPlan>>,
     context: Arc<TaskContext>,
@@ -778,10 +795,9 @@ fn follow_merged(
         let context = Arc::clone(&context);
         let layout = Arc::clone(&layout);
         async move {
-            let Some(batch) = follow.next().await.transpose()? else {
+            let Some((batch, kinds)) = follow.next().await.transpose()? else {
                 return Ok(None);
             };
-            let (batch, kinds) = layout.align_log(&batch)?;
             let keys = group_versions(&[(batch.clone(), kinds)], &layout)?;
             let mut unseen = KeyMap::new();
             for (key, _) in &keys {
@@ -817,18 +833,15 @@ fn follow_merged(
 
 /// Groups the versions in `batches` by key, in the order of each key's first
 /// write. Ignored deletes are dropped.
-fn group_versions(
-    batches: &[(RecordBatch, Int8Array)],
-    layout: &ReadLayout,
-) -> DFResult<Vec<(Key, Vec<Version>)>> {
+fn group_versions(batches: &[Aligned], layout: &ReadLayout) -> DFResult<Vec<(Key, Vec<Version>)>> {
     let converter = key_converter(layout)?;
     let ignore_deletes = layout.merger.ignores_deletes();
     let mut index: HashMap<Key, usize> = HashMap::new();
     let mut keys: Vec<(Key, Vec<Version>)> = Vec::new();
     for (b, (batch, kinds)) in batches.iter().enumerate() {
         let rows = converter.convert_columns(&key_columns(batch, layout))?;
-        for r in 0..batch.num_rows() {
-            let delete = row_kind(kinds, r)? == RowKind::Delete;
+        for (r, kind) in kinds.iter().enumerate() {
+            let delete = *kind == RowKind::Delete;
             if delete && ignore_deletes {
                 continue;
             }
@@ -850,25 +863,22 @@ fn group_versions(
     Ok(keys)
 }
 
-fn row_kind(kinds: &Int8Array, row: usize) -> DFResult<RowKind> {
-    RowKind::from_i8(kinds.value(row))
-        .ok_or_else(|| DataFusionError::Internal(format!("unknown row kind {}", kinds.value(row))))
-}
-
-/// Upserted rows of a log stream in output layout. Deletes are not rows: a
+/// Upserted rows of a change log in output layout. Deletes are not rows: a
 /// row stream cannot take a row back, so a later delete is not emitted.
 fn log_rows(
-    stream: SendableRecordBatchStream,
+    changes: AlignedLog,
     layout: Arc<ReadLayout>,
 ) -> impl futures::Stream<Item = DFResult<RecordBatch>> + Send {
-    stream.map(move |batch| {
-        let (batch, kinds) = layout.align_log(&batch?)?;
+    changes.map(move |change| {
+        let (batch, kinds) = change?;
+        if kinds.iter().all(|kind| *kind == RowKind::Upsert) {
+            return layout.project_output(&batch);
+        }
         let upserts: BooleanArray = kinds
             .iter()
-            .map(|k| Some(k == Some(RowKind::Upsert.as_i8())))
+            .map(|kind| Some(*kind == RowKind::Upsert))
             .collect();
-        let kept = filter_record_batch(&batch, &upserts)?;
-        layout.project_output(&kept)
+        layout.project_output(&filter_record_batch(&batch, &upserts)?)
     })
 }
 
@@ -910,7 +920,7 @@ fn drop_touched_keys(
 async fn store_state(
     cell: &OnceCell<Arc<StoreState>>,
     log: &Arc<dyn StoreLog>,
-    layout: &ReadLayout,
+    layout: &Arc<ReadLayout>,
     budget: usize,
     reads: &Count,
 ) -> DFResult<Arc<StoreState>> {
@@ -924,12 +934,12 @@ async fn store_state(
         let mut kept = Some(Vec::new());
         let mut kept_bytes: usize = 0;
         reads.add(1);
-        let mut stream = log.read_bounded()?;
-        while let Some(batch) = stream.next().await {
-            let (batch, kinds) = layout.align_log(&batch?)?;
+        let mut stream = aligned_log(log.read_bounded(), Arc::clone(layout))?;
+        while let Some(change) = stream.next().await {
+            let (batch, kinds) = change?;
             let key_rows = converter.convert_columns(&key_columns(&batch, layout))?;
-            for r in 0..batch.num_rows() {
-                let delete = row_kind(&kinds, r)? == RowKind::Delete;
+            for (r, kind) in kinds.iter().enumerate() {
+                let delete = *kind == RowKind::Delete;
                 if delete && ignore_deletes {
                     continue;
                 }
@@ -943,7 +953,7 @@ async fn store_state(
             if let Some(batches) = kept.as_mut() {
                 kept_bytes = kept_bytes
                     .saturating_add(batch.get_array_memory_size())
-                    .saturating_add(kinds.get_array_memory_size());
+                    .saturating_add(kinds.capacity() * size_of::<RowKind>());
                 if kept_bytes > budget {
                     // Past the budget: the store's partition reads the log again.
                     kept = None;
@@ -1026,7 +1036,7 @@ impl Winners {
         &mut self,
         state: &StoreState,
         batch: &RecordBatch,
-        kinds: &Int8Array,
+        kinds: &[RowKind],
         layout: &ReadLayout,
     ) -> DFResult<BooleanArray> {
         self.rows += batch.num_rows() as u64;
@@ -1034,8 +1044,8 @@ impl Winners {
             .converter
             .convert_columns(&key_columns(batch, layout))?;
         let mut keep = Vec::with_capacity(batch.num_rows());
-        for r in 0..batch.num_rows() {
-            let delete = row_kind(kinds, r)? == RowKind::Delete;
+        for (r, kind) in kinds.iter().enumerate() {
+            let delete = *kind == RowKind::Delete;
             if delete && self.ignore_deletes {
                 keep.push(false);
                 continue;
@@ -1078,7 +1088,7 @@ impl Winners {
 /// wins: each batch's rows that are their key's live winner, in log order.
 fn newest_live_rows(
     state: Arc<StoreState>,
-    log: SendableRecordBatchStream,
+    log: AlignedLog,
     layout: Arc<ReadLayout>,
 ) -> DFResult<impl futures::Stream<Item = DFResult<RecordBatch>> + Send> {
     let start = (log, Winners::new(state.tallies.len(), &layout)?);
@@ -1089,8 +1099,8 @@ fn newest_live_rows(
             let layout = Arc::clone(&layout);
             async move {
                 // Skips batches without a winner rather than emitting empty ones.
-                while let Some(batch) = log.next().await {
-                    let (batch, kinds) = layout.align_log(&batch?)?;
+                while let Some(change) = log.next().await {
+                    let (batch, kinds) = change?;
                     let live = winners.filter(&state, &batch, &kinds, &layout)?;
                     if live.true_count() > 0 {
                         let rows = layout.project_output(&filter_record_batch(&batch, &live)?)?;

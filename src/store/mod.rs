@@ -6,6 +6,7 @@
 //! The core names no store type: `local`, `fluss` and test stores all come in
 //! through [`StoreRegistry::register`].
 
+mod change;
 pub mod faulty;
 #[cfg(feature = "fluss")]
 pub mod fluss;
@@ -19,47 +20,17 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use datafusion::arrow::array::RecordBatch;
-use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
-use datafusion::execution::SendableRecordBatchStream;
+use datafusion::arrow::datatypes::{Field, Schema, SchemaRef};
 use futures::future::BoxFuture;
 use paimon::catalog::{Catalog, Identifier};
 use paimon::table::Table;
 
 use crate::error::{Error, ErrorKind, Result};
 
+pub use change::{ChangeBatch, ChangeBatchError, ChangeStream, RowKind};
 pub(crate) use lazy::split_binding;
 pub use lazy::LazyStore;
 pub use registry::StoreRegistry;
-
-/// The column a store's change log carries after the table's columns: what
-/// each row does ([`RowKind`] as `Int8`).
-pub const ROW_KIND_COLUMN: &str = "_lakestream_row_kind";
-
-/// What a row of a store's change log does.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[repr(i8)]
-pub enum RowKind {
-    /// A new row (append tables) or the newest version of a key (primary-key tables).
-    Upsert = 0,
-    /// The key is gone (primary-key tables).
-    Delete = 3,
-}
-
-impl RowKind {
-    /// The value stored in [`ROW_KIND_COLUMN`].
-    pub fn as_i8(self) -> i8 {
-        self as i8
-    }
-
-    /// Reads a value of [`ROW_KIND_COLUMN`].
-    pub fn from_i8(value: i8) -> Option<Self> {
-        match value {
-            0 => Some(RowKind::Upsert),
-            3 => Some(RowKind::Delete),
-            _ => None,
-        }
-    }
-}
 
 /// What a write does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -104,13 +75,15 @@ pub struct StoreRead {
 }
 
 /// The store's change log of a table, after the Paimon snapshot of a
-/// [`StoreRead`]. Batches have the table's columns in [`table_arrow_schema`]
-/// form followed by [`ROW_KIND_COLUMN`], in write order.
+/// [`StoreRead`]: [`ChangeBatch`]es in write order, the table's rows in
+/// [`table_arrow_schema`] form, each with what it does ([`RowKind`]): an
+/// upsert is a row of an append table, or the newest version of its key in a
+/// primary-key table; a delete removes its key (primary-key tables).
 pub trait StoreLog: Debug + Send + Sync {
     /// The changes up to the end fixed when the read was planned. May be
     /// called more than once (a large union read reads the log twice); each
     /// call yields the same rows, each key's rows in the same order.
-    fn read_bounded(&self) -> Result<SendableRecordBatchStream>;
+    fn read_bounded(&self) -> Result<ChangeStream>;
 
     /// Whether [`Self::read_bounded`] is known to hold no changes. A batch
     /// read of such a log is Paimon's read alone, at no extra cost.
@@ -120,7 +93,7 @@ pub trait StoreLog: Debug + Send + Sync {
 
     /// The changes after that end, as they are written, until the stream is
     /// dropped. Only asked for in [`ScanMode::Streaming`].
-    fn follow(&self) -> Result<SendableRecordBatchStream>;
+    fn follow(&self) -> Result<ChangeStream>;
 }
 
 /// A store: takes the writes of lake-stream tables and serves their newest rows.
@@ -446,14 +419,6 @@ pub fn table_arrow_schema(table: &Table) -> Result<SchemaRef> {
         .iter()
         .map(|f| f.as_ref().clone().with_metadata(HashMap::new()))
         .collect();
-    Ok(Arc::new(Schema::new(fields)))
-}
-
-/// [`table_arrow_schema`] followed by [`ROW_KIND_COLUMN`]: the schema of a store's change log.
-pub fn log_arrow_schema(table: &Table) -> Result<SchemaRef> {
-    let schema = table_arrow_schema(table)?;
-    let mut fields: Vec<Field> = schema.fields().iter().map(|f| f.as_ref().clone()).collect();
-    fields.push(Field::new(ROW_KIND_COLUMN, DataType::Int8, false));
     Ok(Arc::new(Schema::new(fields)))
 }
 

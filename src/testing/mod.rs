@@ -2,7 +2,9 @@
 //! `testing`).
 //!
 //! A store plugs into lake-stream mode through a
-//! [`StoreFactory`]. Whether it keeps the
+//! [`StoreFactory`]; its reads of `t$rt` hand the union read
+//! [`ChangeBatch`](crate::store::ChangeBatch)es, rows with their row kinds
+//! (see [`StoreLog`](crate::store::StoreLog)). Whether it keeps the
 //! contract (acknowledged writes visible at once, merges by key, deletes,
 //! streaming reads, a catalog that works while the store is down) is what
 //! the conformance suite checks: the `.slt` files of `sql-tests/conformance/`

@@ -9,13 +9,13 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use datafusion::arrow::array::{Int8Array, RecordBatch};
-use datafusion::execution::SendableRecordBatchStream;
-use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
+use datafusion::arrow::array::RecordBatch;
+use futures::StreamExt;
 use paimon::catalog::Identifier;
 use paimon::table::Table;
 use paimon_lakestream::store::{
-    log_arrow_schema, store_error_of_kind, Capabilities, LakestreamStore, StoreContext,
+    store_error_of_kind, table_arrow_schema, Capabilities, ChangeBatch, ChangeStream,
+    LakestreamStore, StoreContext,
     StoreFactory, StoreLog, StoreRead, WriteKind,
 };
 use paimon_lakestream::testing::{
@@ -129,7 +129,7 @@ pub struct Switches {
 #[derive(Debug, Default)]
 struct TableLog {
     base_snapshot: Option<i64>,
-    batches: Vec<RecordBatch>,
+    batches: Vec<ChangeBatch>,
 }
 
 /// The store's data: it outlives store instances, as a server's would.
@@ -263,20 +263,14 @@ impl LakestreamStore for MemoryStore {
         batches: Vec<RecordBatch>,
     ) -> Result<u64> {
         self.check().await?;
-        let schema = log_arrow_schema(table)?;
+        let schema = table_arrow_schema(table)?;
         let mut rows = 0;
         let mut log_batches = Vec::new();
         for batch in batches {
             rows += batch.num_rows() as u64;
-            let mut columns = batch.columns().to_vec();
-            columns.push(Arc::new(Int8Array::from(vec![
-                kind.row_kind().as_i8();
-                batch.num_rows()
-            ])));
-            log_batches.push(
-                RecordBatch::try_new(Arc::clone(&schema), columns)
-                    .map_err(|e| Error::Internal(e.to_string()))?,
-            );
+            let batch = RecordBatch::try_new(Arc::clone(&schema), batch.columns().to_vec())
+                .map_err(|e| Error::Internal(e.to_string()))?;
+            log_batches.push(ChangeBatch::of_kind(batch, kind.row_kind()));
         }
         {
             let mut tables = self.data.tables.lock().unwrap();
@@ -302,7 +296,7 @@ struct MemoryLog {
 }
 
 impl MemoryLog {
-    fn batches(&self, from: usize, to: Option<usize>) -> Vec<RecordBatch> {
+    fn batches(&self, from: usize, to: Option<usize>) -> Vec<ChangeBatch> {
         let tables = self.data.tables.lock().unwrap();
         tables
             .get(self.table.identifier())
@@ -324,17 +318,12 @@ impl StoreLog for MemoryLog {
             .all(|b| b.num_rows() == 0)
     }
 
-    fn read_bounded(&self) -> Result<SendableRecordBatchStream> {
-        let schema = log_arrow_schema(&self.table)?;
+    fn read_bounded(&self) -> Result<ChangeStream> {
         let batches = self.batches(0, Some(self.end));
-        Ok(Box::pin(RecordBatchStreamAdapter::new(
-            schema,
-            futures::stream::iter(batches.into_iter().map(Ok)),
-        )))
+        Ok(futures::stream::iter(batches.into_iter().map(Ok)).boxed())
     }
 
-    fn follow(&self) -> Result<SendableRecordBatchStream> {
-        let schema = log_arrow_schema(&self.table)?;
+    fn follow(&self) -> Result<ChangeStream> {
         let log = MemoryLog {
             data: Arc::clone(&self.data),
             table: self.table.clone(),
@@ -355,9 +344,6 @@ impl StoreLog for MemoryLog {
                 notified.await;
             }
         });
-        Ok(Box::pin(RecordBatchStreamAdapter::new(
-            schema,
-            futures::StreamExt::flatten(stream),
-        )))
+        Ok(stream.flatten().boxed())
     }
 }

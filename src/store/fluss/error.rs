@@ -52,6 +52,16 @@ pub enum FlussStoreError {
         /// What this catalog is.
         ours: String,
     },
+    /// Rows read from the Fluss table that do not make a change batch: a bug.
+    #[error(
+        "the changes read from the Fluss table '{table}' do not make a change batch: {source}"
+    )]
+    ChangeBatch {
+        /// The table's full name.
+        table: String,
+        /// What is wrong with them.
+        source: crate::store::ChangeBatchError,
+    },
     /// A batch could not cross between the arrow versions.
     #[error(transparent)]
     Bridge(#[from] arrow_bridge::BridgeError),
@@ -204,6 +214,8 @@ impl FlussStoreError {
             | FlussStoreError::OutcomeUnknown { .. } => ErrorKind::Unavailable,
             // Both arrow versions speak the one C Data Interface.
             FlussStoreError::Bridge(_) => ErrorKind::Internal,
+            // The store pairs each row with its change type itself.
+            FlussStoreError::ChangeBatch { .. } => ErrorKind::Internal,
         }
     }
 }
@@ -362,6 +374,13 @@ mod tests {
                     }),
                 },
                 ErrorKind::Unavailable,
+            ),
+            (
+                FlussStoreError::ChangeBatch {
+                    table: table(),
+                    source: crate::store::ChangeBatchError::LengthMismatch { rows: 2, kinds: 1 },
+                },
+                ErrorKind::Internal,
             ),
         ];
         for (error, kind) in cases {

@@ -12,21 +12,20 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use arrow::array::{ArrayRef, Int8Array, RecordBatch, UInt32Array};
+use arrow::array::{ArrayRef, RecordBatch, UInt32Array};
 use arrow::compute::{cast, take};
 use arrow::datatypes::SchemaRef;
-use datafusion::execution::SendableRecordBatchStream;
-use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use fluss::client::{BoundedLogReadRange, FlussConnection, RecordBatchLogReader, EARLIEST_OFFSET};
 use fluss::metadata::TableBucket;
 use fluss::record::{ChangeType, ScanRecord};
 use futures::{Stream, StreamExt};
 
 use super::arrow_bridge::{self, Batch59};
+use super::error::FlussStoreError;
 use super::probe::{probe_end, Probe};
 use super::Target;
 use crate::error::{Error, Result};
-use crate::store::{RowKind, StoreLog};
+use crate::store::{ChangeBatch, ChangeStream, RowKind, StoreLog};
 
 /// How long one poll of the cluster waits for data.
 const POLL_TIMEOUT: Duration = Duration::from_millis(500);
@@ -57,8 +56,9 @@ pub(crate) struct FlussLog {
     pub(crate) connection: Arc<FlussConnection>,
     pub(crate) table_id: i64,
     pub(crate) ranges: Vec<BucketRange>,
-    /// The batches the core gets: the table's columns, then the row kind.
-    pub(crate) log_schema: SchemaRef,
+    /// The table's columns as the core gets them
+    /// ([`crate::store::table_arrow_schema`]).
+    pub(crate) schema: SchemaRef,
 }
 
 impl fmt::Debug for FlussLog {
@@ -70,7 +70,7 @@ impl fmt::Debug for FlussLog {
     }
 }
 
-type BatchStream = std::pin::Pin<Box<dyn Stream<Item = Result<RecordBatch>> + Send>>;
+type BatchStream = std::pin::Pin<Box<dyn Stream<Item = Result<ChangeBatch>> + Send>>;
 
 /// The stream `read` builds from what `setup` gives, once `setup` is done;
 /// or `setup`'s error as the stream's only item.
@@ -90,20 +90,12 @@ where
 }
 
 impl FlussLog {
-    fn adapt(&self, stream: BatchStream) -> SendableRecordBatchStream {
-        let stream = stream.map(|batch| batch.map_err(Error::into_run_time));
-        Box::pin(RecordBatchStreamAdapter::new(
-            Arc::clone(&self.log_schema),
-            stream,
-        ))
-    }
-
     fn reader(&self, bounded: bool) -> BatchStream {
         let reader = LogReader {
             target: Arc::clone(&self.target),
             connection: Arc::clone(&self.connection),
             table_id: self.table_id,
-            log_schema: Arc::clone(&self.log_schema),
+            schema: Arc::clone(&self.schema),
         };
         let ranges: Vec<BucketRange> = if bounded {
             self.ranges
@@ -136,16 +128,16 @@ impl FlussLog {
 }
 
 impl StoreLog for FlussLog {
-    fn read_bounded(&self) -> Result<SendableRecordBatchStream> {
-        Ok(self.adapt(self.reader(true)))
+    fn read_bounded(&self) -> Result<ChangeStream> {
+        Ok(self.reader(true))
     }
 
     fn bounded_is_empty(&self) -> bool {
         self.ranges.iter().all(BucketRange::is_empty)
     }
 
-    fn follow(&self) -> Result<SendableRecordBatchStream> {
-        Ok(self.adapt(self.reader(false)))
+    fn follow(&self) -> Result<ChangeStream> {
+        Ok(self.reader(false))
     }
 }
 
@@ -155,7 +147,7 @@ struct LogReader {
     target: Arc<Target>,
     connection: Arc<FlussConnection>,
     table_id: i64,
-    log_schema: SchemaRef,
+    schema: SchemaRef,
 }
 
 impl LogReader {
@@ -188,7 +180,7 @@ impl LogReader {
                 .into_stream()
                 .map(move |batch| {
                     let batch = batch.map_err(|e| self.target.fluss_error("read the log of", e))?;
-                    self.to_log_batch(batch.batch(), None)
+                    self.to_change_batch(batch.batch(), None)
                 })
                 .boxed()
         })
@@ -212,10 +204,10 @@ impl LogReader {
         after_setup(setup, move |scanner| {
             futures::stream::unfold((scanner, self), |(scanner, this)| async move {
                 let polled = scanner.poll(POLL_TIMEOUT).await;
-                let batches: Vec<Result<RecordBatch>> = match polled {
+                let batches: Vec<Result<ChangeBatch>> = match polled {
                     Ok(batches) => batches
                         .iter()
-                        .map(|b| this.to_log_batch(b.batch(), None))
+                        .map(|b| this.to_change_batch(b.batch(), None))
                         .collect(),
                     Err(e) => {
                         vec![Err(this.target.fluss_error("follow the log of", e))]
@@ -266,8 +258,8 @@ impl LogReader {
         })
     }
 
-    /// One poll of a change scanner, as log batches in offset order per bucket.
-    async fn poll_changes(&self, state: &mut ChangeState) -> Vec<Result<RecordBatch>> {
+    /// One poll of a change scanner, as change batches in offset order per bucket.
+    async fn poll_changes(&self, state: &mut ChangeState) -> Vec<Result<ChangeBatch>> {
         let polled = match state.scanner.poll(POLL_TIMEOUT).await {
             Ok(polled) => polled,
             Err(e) => {
@@ -378,9 +370,9 @@ impl LogReader {
         out
     }
 
-    /// Change records as log batches: consecutive records of one fetched
+    /// Change records as change batches: consecutive records of one fetched
     /// batch become one `take` from it.
-    fn records_to_batches(&self, records: &[&ScanRecord]) -> Vec<Result<RecordBatch>> {
+    fn records_to_batches(&self, records: &[&ScanRecord]) -> Vec<Result<ChangeBatch>> {
         let mut out = Vec::new();
         let mut start = 0;
         while start < records.len() {
@@ -410,23 +402,23 @@ impl LogReader {
                     ChangeType::UpdateBefore => continue,
                 };
                 rows.push(record.row().get_row_id());
-                kinds.push(kind.as_i8());
+                kinds.push(kind);
             }
             if !rows.is_empty() {
-                out.push(self.to_log_batch(source, Some((rows, kinds))));
+                out.push(self.to_change_batch(source, Some((rows, kinds))));
             }
             start = end;
         }
         out
     }
 
-    /// A fluss-rs batch (optionally some of its rows, with their kinds) in
-    /// the core's log form.
-    fn to_log_batch(
+    /// A fluss-rs batch (optionally some of its rows, with their kinds;
+    /// otherwise all of its rows, as upserts) as the core's change batch.
+    fn to_change_batch(
         &self,
         batch: &Batch59,
-        rows: Option<(Vec<usize>, Vec<i8>)>,
-    ) -> Result<RecordBatch> {
+        rows: Option<(Vec<usize>, Vec<RowKind>)>,
+    ) -> Result<ChangeBatch> {
         let batch = arrow_bridge::from_arrow59(batch)
             .map_err(|e| crate::store::store_error(super::IDENTIFIER, e))?;
         let (batch, kinds) = match rows {
@@ -441,25 +433,21 @@ impl LogReader {
                     .map(|c| take(c.as_ref(), &indices, None))
                     .collect::<std::result::Result<Vec<_>, _>>()
                     .map_err(|e| crate::store::store_error(super::IDENTIFIER, e))?;
-                (columns, Int8Array::from(kinds))
+                (columns, Some(kinds))
             }
-            None => {
-                let kinds = Int8Array::from(vec![RowKind::Upsert.as_i8(); batch.num_rows()]);
-                (batch.columns().to_vec(), kinds)
-            }
+            None => (batch.columns().to_vec(), None),
         };
-        let fields = self.log_schema.fields();
-        let user = fields.len().saturating_sub(1);
-        if batch.len() < user {
+        let fields = self.schema.fields();
+        if batch.len() < fields.len() {
             return Err(Error::Internal(format!(
-                "a Fluss batch of '{}' has {} columns, the table has {user}",
+                "a Fluss batch of '{}' has {} columns, the table has {}",
                 self.target.path,
-                batch.len()
+                batch.len(),
+                fields.len()
             )));
         }
-        let mut columns: Vec<ArrayRef> = batch
+        let columns: Vec<ArrayRef> = batch
             .iter()
-            .take(user)
             .zip(fields.iter())
             .map(|(column, field)| {
                 if column.data_type() == field.data_type() {
@@ -470,9 +458,18 @@ impl LogReader {
             })
             .collect::<std::result::Result<_, _>>()
             .map_err(|e| crate::store::store_error(super::IDENTIFIER, e))?;
-        columns.push(Arc::new(kinds));
-        RecordBatch::try_new(Arc::clone(&self.log_schema), columns)
-            .map_err(|e| crate::store::store_error(super::IDENTIFIER, e))
+        let rows = RecordBatch::try_new(Arc::clone(&self.schema), columns)
+            .map_err(|e| crate::store::store_error(super::IDENTIFIER, e))?;
+        match kinds {
+            Some(kinds) => ChangeBatch::try_new(rows, kinds).map_err(|source| {
+                FlussStoreError::ChangeBatch {
+                    table: self.target.name.clone(),
+                    source,
+                }
+                .into()
+            }),
+            None => Ok(ChangeBatch::upserts(rows)),
+        }
     }
 }
 

@@ -89,7 +89,7 @@ use self::log::{BucketRange, FlussLog};
 use self::options::FlussOptions;
 use self::schema::{FlussShape, DATALAKE_ENABLED, TIERING_COMMIT_USER};
 use super::{
-    log_arrow_schema, Capabilities, LakestreamStore, StoreContext, StoreFactory, StoreRead,
+    table_arrow_schema, Capabilities, LakestreamStore, StoreContext, StoreFactory, StoreRead,
     Tiering, WriteKind,
 };
 use crate::error::{Error, Result};
@@ -530,7 +530,7 @@ impl FlussStore {
                 connection: Arc::clone(&self.connection),
                 table_id: info.get_table_id(),
                 ranges,
-                log_schema: log_arrow_schema(table)?,
+                schema: table_arrow_schema(table)?,
             }),
         })
     }

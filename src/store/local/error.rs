@@ -7,6 +7,7 @@ use object_store::path::Path;
 
 use super::LOCAL;
 use crate::error::{Error, ErrorKind};
+use crate::store::ChangeBatchError;
 
 /// What went wrong in the local store, beyond what the crate's own errors
 /// say (a missing table, a damaged segment, a write not applied, ...).
@@ -162,6 +163,16 @@ pub(crate) enum LocalStoreError {
         position: u64,
     },
 
+    /// Rows of the log whose row kinds do not read: written by something
+    /// other than this store, or by a bug of it.
+    #[error("the log of '{table}' holds rows without a valid row kind: {source}")]
+    RowKinds {
+        /// The table's full name.
+        table: String,
+        /// What is wrong with them.
+        source: ChangeBatchError,
+    },
+
     /// An append table's log holds a row kind other than insert.
     #[error("an append table's log holds a delete")]
     DeleteInAppendLog,
@@ -229,6 +240,7 @@ impl LocalStoreError {
             | LocalStoreError::TieringIdentifier { .. }
             | LocalStoreError::PositionOverflow { .. }
             | LocalStoreError::SegmentsMissing { .. }
+            | LocalStoreError::RowKinds { .. }
             | LocalStoreError::DeleteInAppendLog => ErrorKind::Corrupt,
             LocalStoreError::SchemaChanged { .. } | LocalStoreError::NoCreateIfAbsent { .. } => {
                 ErrorKind::NotSupported
@@ -397,6 +409,13 @@ mod tests {
                 LocalStoreError::SegmentsMissing {
                     table: table(),
                     position: 7,
+                },
+                ErrorKind::Corrupt,
+            ),
+            (
+                LocalStoreError::RowKinds {
+                    table: table(),
+                    source: ChangeBatchError::UnknownKind { row: 2, code: 1 },
                 },
                 ErrorKind::Corrupt,
             ),

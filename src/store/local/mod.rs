@@ -61,8 +61,8 @@ use crate::maintenance;
 use crate::object_storage::S3Options;
 use crate::options::{self, parse_duration, parse_size};
 use crate::store::{
-    log_arrow_schema, primary_keys, LakestreamStore, StoreContext, StoreFactory, StoreRead,
-    StoreWrite, TierReport, WriteKind,
+    primary_keys, LakestreamStore, StoreContext, StoreFactory, StoreRead, StoreWrite, TierReport,
+    WriteKind,
 };
 
 /// The identifier of the embedded store.
@@ -389,7 +389,7 @@ impl LocalStore {
             store: Arc::clone(&self.inner),
             table: table.clone(),
             kind,
-            schema: log_arrow_schema(table)?,
+            schema: segment::log_schema(table)?,
             buffered: Vec::new(),
             buffered_bytes: 0,
             parts: None,

@@ -7,6 +7,7 @@
 //! u128 little-endian    the write's id, unique to the write
 //! u32 little-endian     CRC-32 of the 40 bytes before it (the header's own check)
 //! payload               an Arrow IPC stream: the rows, the table's columns + row kind
+//!                       (see [`log_schema`])
 //! u64 little-endian     rows again
 //! u64 little-endian     length of the payload again
 //! u32 little-endian     CRC-32 of the 16 bytes before it (the tail's own check)
@@ -35,10 +36,13 @@ use std::io::Cursor;
 use std::sync::Arc;
 
 use datafusion::arrow::array::{new_null_array, RecordBatch};
-use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::arrow::error::ArrowError;
 use datafusion::arrow::ipc::reader::StreamReader;
 use datafusion::arrow::ipc::writer::StreamWriter;
+use paimon::table::Table;
+
+use crate::store::table_arrow_schema;
 
 const MAGIC: &[u8; 8] = b"LSSEG002";
 const PARTS_MAGIC: &[u8; 8] = b"LSPRT001";
@@ -47,6 +51,20 @@ const HEADER_LEN: usize = 8 + 8 + 8 + 16 + 4;
 const TRAILER_LEN: usize = 8 + 8 + 4 + 4;
 const V1_HEADER_LEN: usize = 8 + 8;
 const V1_TRAILER_LEN: usize = 4;
+
+/// The column a segment's rows carry after the table's columns: each row's
+/// [`crate::store::RowKind`] code ([`crate::store::RowKind::as_i8`]). Part of
+/// the file format: segments written earlier name it so.
+pub(crate) const ROW_KIND_COLUMN: &str = "_lakestream_row_kind";
+
+/// The schema of a table's segments: the table's columns in
+/// [`table_arrow_schema`] form, then [`ROW_KIND_COLUMN`] (`Int8`).
+pub(crate) fn log_schema(table: &Table) -> crate::error::Result<SchemaRef> {
+    let schema = table_arrow_schema(table)?;
+    let mut fields: Vec<Field> = schema.fields().iter().map(|f| f.as_ref().clone()).collect();
+    fields.push(Field::new(ROW_KIND_COLUMN, DataType::Int8, false));
+    Ok(Arc::new(Schema::new(fields)))
+}
 
 /// Why bytes are not a segment.
 #[derive(Debug, thiserror::Error)]
@@ -276,9 +294,14 @@ pub(crate) fn align(batch: &RecordBatch, schema: &SchemaRef) -> Result<RecordBat
 #[cfg(test)]
 mod tests {
     use datafusion::arrow::array::{Int32Array, Int8Array, StringArray};
-    use datafusion::arrow::datatypes::{DataType, Field, Schema};
 
     use super::*;
+
+    #[test]
+    fn the_row_kind_column_keeps_its_name() {
+        // Segments on disk name it so: renaming it would leave them unread.
+        assert_eq!(ROW_KIND_COLUMN, "_lakestream_row_kind");
+    }
 
     fn batch() -> RecordBatch {
         let schema = Arc::new(Schema::new(vec![

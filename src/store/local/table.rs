@@ -33,8 +33,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use datafusion::arrow::array::{Array, Int8Array, RecordBatch};
 use datafusion::arrow::datatypes::{Field, Schema, SchemaRef};
-use datafusion::execution::SendableRecordBatchStream;
-use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
+use datafusion::arrow::error::ArrowError;
 use futures::stream::BoxStream;
 use futures::{StreamExt, TryStreamExt};
 use object_store::path::Path;
@@ -46,12 +45,14 @@ use tokio::sync::{oneshot, Notify};
 
 use super::error::LocalStoreError;
 use super::root::{Created, PutFailed, Root};
-use super::segment::{self, Entry, Part, PartList, SegmentError};
+use super::segment::{self, log_schema, Entry, Part, PartList, SegmentError};
 use super::{failpoint, path, LOCAL};
 use crate::error::{Error, Result};
 use crate::object_storage::S3Options;
 use crate::progress::Progress;
-use crate::store::{log_arrow_schema, primary_keys, RowKind, StoreLog, TierReport, WriteKind};
+use crate::store::{
+    primary_keys, ChangeBatch, ChangeStream, RowKind, StoreLog, TierReport, WriteKind,
+};
 
 /// The commit user of the snapshots the `local` store's tiering commits; an
 /// incarnation's own user is this followed by `-<incarnation>`.
@@ -1031,6 +1032,30 @@ impl TableState {
         }
     }
 
+    /// A batch of the log (in its schema, see [`segment::log_schema`]) as
+    /// the change batch it holds: the table's columns, and the kinds the
+    /// row kind column holds.
+    fn change_batch(&self, batch: &RecordBatch) -> Result<ChangeBatch> {
+        let Some((kinds, columns)) = batch.columns().split_last() else {
+            let source = ArrowError::SchemaError(format!(
+                "a batch of the log has no {} column",
+                segment::ROW_KIND_COLUMN
+            ));
+            return Err(LocalStoreError::Batch { source }.into());
+        };
+        let table_columns: Vec<usize> = (0..columns.len()).collect();
+        let rows = batch
+            .project(&table_columns)
+            .map_err(|source| LocalStoreError::Batch { source })?;
+        ChangeBatch::from_kind_column(rows, kinds.as_ref()).map_err(|source| {
+            LocalStoreError::RowKinds {
+                table: self.name(),
+                source,
+            }
+            .into()
+        })
+    }
+
     /// The rows of the entries in `[from, end)`, aligned with `schema`, one
     /// entry (one part of a multi-part write) at a time.
     fn entries_rows(
@@ -1297,7 +1322,7 @@ impl TableState {
             }
             _ => None,
         };
-        let schema = log_arrow_schema(table)?;
+        let schema = log_schema(table)?;
         // A segment is deleted only long after tiering passed it, so a read
         // finds its segments; should one still be gone, the next attempt
         // sees the snapshot that holds its rows.
@@ -1353,7 +1378,7 @@ impl TableState {
         let _in_process = self.tiering.lock().await;
         let _across_processes = self.root.lock_tiering(&self.dir).await?;
         let incarnation = self.current(table).await?;
-        let schema = log_arrow_schema(table)?;
+        let schema = log_schema(table)?;
         let mut report = TierReport::default();
         let progress = Progress::start("tiering", self.name(), "rows");
         // The run ends where the log ended when it started: a busy writer
@@ -1782,7 +1807,7 @@ impl TableState {
             .join("damaged")
             .join(format!("{position:020}.seg"));
         self.root.put_replace(&aside, bytes).await?;
-        let schema = log_arrow_schema(table)?;
+        let schema = log_schema(table)?;
         let empty = segment::encode(&schema, &[], unique())
             .map_err(|e| LocalStoreError::encoding("a log segment", e))?;
         self.root.put_replace(&location, Bytes::from(empty)).await?;
@@ -1915,18 +1940,16 @@ impl StoreLog for LocalLog {
 
     /// Reads the entries from their cache or their files, one entry (one
     /// part of a multi-part write) at a time; every call reads the same rows.
-    fn read_bounded(&self) -> Result<SendableRecordBatchStream> {
-        let rows = self
+    fn read_bounded(&self) -> Result<ChangeStream> {
+        let state = Arc::clone(&self.state);
+        Ok(self
             .state
             .entries_rows(&self.incarnation, &self.schema, self.from, self.end)
-            .map_err(Error::into_run_time);
-        Ok(Box::pin(RecordBatchStreamAdapter::new(
-            Arc::clone(&self.schema),
-            rows,
-        )))
+            .map(move |batch| state.change_batch(&batch?))
+            .boxed())
     }
 
-    fn follow(&self) -> Result<SendableRecordBatchStream> {
+    fn follow(&self) -> Result<ChangeStream> {
         let start = (
             Arc::clone(&self.state),
             Arc::clone(&self.incarnation),
@@ -1935,23 +1958,13 @@ impl StoreLog for LocalLog {
         );
         let stream =
             futures::stream::try_unfold(start, |(state, incarnation, schema, from)| async move {
-                let next = state
-                    .wait_for(&incarnation, from)
-                    .await
-                    .map_err(Error::into_run_time)?;
-                let rows = state
-                    .entries_rows(&incarnation, &schema, from, next)
-                    .map_err(Error::into_run_time);
-                Ok::<_, datafusion::error::DataFusionError>(Some((
-                    rows,
-                    (state, incarnation, schema, next),
-                )))
+                let next = state.wait_for(&incarnation, from).await?;
+                let rows = state.entries_rows(&incarnation, &schema, from, next);
+                Ok::<_, Error>(Some((rows, (state, incarnation, schema, next))))
             })
             .try_flatten();
-        Ok(Box::pin(RecordBatchStreamAdapter::new(
-            Arc::clone(&self.schema),
-            stream,
-        )))
+        let state = Arc::clone(&self.state);
+        Ok(stream.map(move |batch| state.change_batch(&batch?)).boxed())
     }
 }
 
