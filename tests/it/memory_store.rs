@@ -15,8 +15,7 @@ use paimon::catalog::Identifier;
 use paimon::table::Table;
 use paimon_lakestream::store::{
     store_error_of_kind, table_arrow_schema, Capabilities, ChangeBatch, ChangeStream,
-    LakestreamStore, StoreContext,
-    StoreFactory, StoreLog, StoreRead, WriteKind,
+    LakestreamStore, StoreContext, StoreFactory, StoreLog, StoreRead, WriteKind,
 };
 use paimon_lakestream::testing::{
     conformance, Capability, StoreCondition, StoreHarness, Warehouse,
