@@ -231,7 +231,8 @@ pub enum Error {
     #[error(
         "'{table}' was created, but lakestream store '{store}' could not attach its store table, \
          which the store may hold: {source}. Reads of '{table}$rt' and writes fail until it is \
-         attached: run the same statement as CREATE TABLE IF NOT EXISTS once the store answers"
+         attached: run the same statement as CREATE TABLE IF NOT EXISTS once the store answers \
+         (should it keep failing the same way, DROP TABLE removes both halves)"
     )]
     CreatedNotAttached {
         /// The table's full name.
@@ -730,12 +731,6 @@ impl From<Error> for DataFusionError {
 }
 
 impl Error {
-    /// As a [`DataFusionError`] (see its `From`), for an error raised while
-    /// a statement is planned.
-    pub(crate) fn into_datafusion(self) -> DataFusionError {
-        self.into()
-    }
-
     /// As a [`DataFusionError`] for an error raised while a statement runs:
     /// never a plan error ("during planning"), whatever its kind.
     pub(crate) fn into_run_time(self) -> DataFusionError {

@@ -33,16 +33,11 @@ pub async fn collecting<F: Future>(work: F) -> (F::Output, Vec<String>) {
 /// Hands `text` to the [`collecting`] running this task; gives it back when
 /// there is none.
 pub(crate) fn raise(text: String) -> Result<(), String> {
-    let mut text = Some(text);
-    let collected = NOTICES.try_with(|notices| {
-        if let Some(text) = text.take() {
-            notices.borrow_mut().push(text);
-        }
-    });
-    match (collected, text) {
-        (Ok(()), _) | (Err(_), None) => Ok(()),
-        (Err(_), Some(text)) => Err(text),
+    if NOTICES.try_with(|_| ()).is_err() {
+        return Err(text);
     }
+    NOTICES.with(|notices| notices.borrow_mut().push(text));
+    Ok(())
 }
 
 #[cfg(test)]

@@ -44,7 +44,7 @@ impl LakeStreamCatalog {
             }
         }
         let creation = with_option(creation, options::STORE_BINDING, &binding)?;
-        match self.inner.get_table(identifier).await {
+        match self.get_table_settled(identifier).await {
             Ok(existing) if ignore_if_exists => {
                 return self.finish_existing(&existing, store).await;
             }
@@ -62,21 +62,28 @@ impl LakeStreamCatalog {
         // A crash here leaves a lake-stream table its store has no table
         // for; the next `CREATE TABLE IF NOT EXISTS` attaches it.
         crate::store::local::failpoint("create-before-attach");
-        let attached = async {
-            let table = self.inner.get_table(identifier).await?;
-            store
-                .call("attach the table", |s| async move {
-                    s.attach_table(&table).await
-                })
-                .await
-        }
-        .await;
+        let created = self.get_table_settled(identifier).await?;
+        let created_schema = created.schema().id();
+        let attached = store
+            .call("attach the table", |s| async move {
+                s.attach_table(&created).await
+            })
+            .await;
         match attached {
             Ok(()) => Ok(()),
             Err(e) if e.kind().is_users_to_fix() => {
                 // The store said no, so it holds nothing. Best effort: the
-                // attach error is the one to report.
-                let _ = self.inner.drop_table(identifier, true).await;
+                // attach error is the one to report. A table whose schema
+                // changed since it was created here is another statement's
+                // by now (another process's attach finished it): it stays.
+                let unchanged = self
+                    .inner
+                    .get_table(identifier)
+                    .await
+                    .is_ok_and(|now| now.schema().id() == created_schema);
+                if unchanged {
+                    let _ = self.inner.drop_table(identifier, true).await;
+                }
                 Err(e)
             }
             // No answer: the store may hold the table, and another process's
@@ -88,6 +95,23 @@ impl LakeStreamCatalog {
                 source: Box::new(e),
             }),
         }
+    }
+
+    /// The table, read again for a moment while its schema file does not
+    /// parse: paimon's filesystem catalog writes a new table's schema file
+    /// in place, so a `CREATE TABLE IF NOT EXISTS` beside another process's
+    /// `CREATE` can read it half-written. A file that stays unreadable is
+    /// reported as it is.
+    async fn get_table_settled(&self, identifier: &Identifier) -> paimon::Result<Table> {
+        for wait_ms in [20, 50, 100, 200] {
+            match self.inner.get_table(identifier).await {
+                Err(paimon::Error::DataInvalid { .. }) => {
+                    tokio::time::sleep(std::time::Duration::from_millis(wait_ms)).await;
+                }
+                read => return read,
+            }
+        }
+        self.inner.get_table(identifier).await
     }
 
     /// `CREATE TABLE IF NOT EXISTS` over an existing table changes nothing,
@@ -134,7 +158,7 @@ impl LakeStreamCatalog {
             self.inner
                 .create_table(identifier, creation.clone(), ignore_if_exists)
                 .await?;
-            let table = self.inner.get_table(identifier).await?;
+            let table = self.get_table_settled(identifier).await?;
             if table
                 .snapshot_manager()
                 .get_latest_snapshot_id()

@@ -44,25 +44,38 @@ const TIME_TRAVEL_KEYS: &[&str] = &[
 ];
 
 /// The statement filter's check: a time-travel clause written after a
-/// `t$rt` name in the text.
+/// `t$rt` name in the text, or after its alias (`t$rt x VERSION AS OF 1`,
+/// `t$rt AS x ...`: `SQLContext` would take the alias for the table).
 pub(crate) fn check_text(parsed: &Parsed<'_>) -> Result<()> {
     let words: Vec<&Token> = parsed.significant().collect();
-    for (i, token) in words.iter().enumerate() {
-        let Token::Word(word) = token else { continue };
-        let Ok(RelationName::Realtime { table }) = name::parse(&word.value) else {
-            continue;
-        };
-        let keyword = |offset: usize| match words.get(i + offset) {
-            Some(Token::Word(w)) => w.keyword,
-            _ => Keyword::NoKeyword,
-        };
-        let clause = match (keyword(1), keyword(2), keyword(3)) {
+    let keyword = |index: usize| match words.get(index) {
+        Some(Token::Word(w)) => w.keyword,
+        _ => Keyword::NoKeyword,
+    };
+    let realtime = |index: Option<usize>| match index.and_then(|i| words.get(i)) {
+        Some(Token::Word(word)) => match name::parse(&word.value) {
+            Ok(RelationName::Realtime { table }) => Some((word.value.as_str(), table)),
+            _ => None,
+        },
+        _ => None,
+    };
+    for i in 1..words.len() {
+        let clause = match (keyword(i), keyword(i + 1), keyword(i + 2)) {
             (Keyword::VERSION, Keyword::AS, Keyword::OF) => "VERSION AS OF",
             (Keyword::TIMESTAMP, Keyword::AS, Keyword::OF) => "TIMESTAMP AS OF",
             (Keyword::FOR, Keyword::SYSTEM_TIME, Keyword::AS) => "FOR SYSTEM_TIME AS OF",
             _ => continue,
         };
-        return Err(refused(&word.value, table, clause.to_string()));
+        // The name, or the name and its alias, with or without `AS`.
+        let named = realtime(Some(i - 1))
+            .or_else(|| realtime(i.checked_sub(2)))
+            .or_else(|| match keyword(i.wrapping_sub(2)) {
+                Keyword::AS => realtime(i.checked_sub(3)),
+                _ => None,
+            });
+        if let Some((name, table)) = named {
+            return Err(refused(name, table, clause.to_string()));
+        }
     }
     Ok(())
 }
@@ -178,6 +191,11 @@ mod tests {
                 "SELECT * FROM t$rt /* a comment */ VERSION\nAS OF 1",
                 "VERSION AS OF",
             ),
+            ("SELECT * FROM t$rt x VERSION AS OF 1", "VERSION AS OF"),
+            (
+                "SELECT * FROM c.db.t$rt AS x TIMESTAMP AS OF '2024-01-01'",
+                "TIMESTAMP AS OF",
+            ),
         ] {
             let err = check_text(&Parsed::generic(sql)).unwrap_err().to_string();
             assert!(err.contains(clause), "{err}");
@@ -185,6 +203,11 @@ mod tests {
         }
         check_text(&Parsed::generic("SELECT * FROM t VERSION AS OF 1")).unwrap();
         check_text(&Parsed::generic("SELECT 't$rt VERSION AS OF 1'")).unwrap();
+        check_text(&Parsed::generic("SELECT * FROM t x VERSION AS OF 1")).unwrap();
+        check_text(&Parsed::generic(
+            "SELECT * FROM t$rt JOIN u VERSION AS OF 1 ON t.a = u.a",
+        ))
+        .unwrap();
     }
 
     #[test]

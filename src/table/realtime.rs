@@ -153,7 +153,7 @@ impl RealtimeTable {
                         unsupported.reason
                     ),
                 }
-                .into_datafusion()
+                .into()
             },
         )
     }

@@ -503,6 +503,45 @@ async fn fluss_tables_match_paimon_and_hide_system_columns() {
 /// names no store, or the `local` store, refuses to add a column to a table
 /// Fluss serves, naming the column and Fluss's system columns, and the
 /// Paimon schema stays as it was.
+/// A `CREATE` and another process's `CREATE TABLE IF NOT EXISTS` of the
+/// same table at once: both attach the one Fluss table, and neither undoes
+/// what the other finished. Before, the `CREATE` that lost the race to add
+/// Fluss's system columns to the Paimon table failed and dropped the Fluss
+/// table and the Paimon table under the other, which had written to them.
+/// The race is timing's: a run may not reach it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    fluss_off,
+    ignore = "LAKESTREAM_FLUSS=0: the Fluss tests are left out (they start a Fluss cluster: Java 17, Maven, Maven Central)"
+)]
+async fn a_create_beside_an_if_not_exists_undoes_nothing_the_other_did() {
+    let cluster = tokio::task::spawn_blocking(cluster).await.expect("cluster");
+    let harness = FlussHarness::on(cluster);
+    let (warehouse, a) = open(&harness, StoreCondition::Reachable).await;
+    let b = harness.open(&warehouse, StoreCondition::Reachable).await;
+    for round in 0..4 {
+        let columns = "(k INT NOT NULL, v STRING, PRIMARY KEY (k)) \
+                       WITH ('bucket' = '1', 'lakestream.enabled' = 'true')";
+        let create = format!("CREATE TABLE fx_race_{round} {columns}");
+        let if_not_exists = format!("CREATE TABLE IF NOT EXISTS fx_race_{round} {columns}");
+        let (created, finished) = tokio::join!(query(&a, &create), query(&b, &if_not_exists));
+        if let Err(e) = &created {
+            // Only the loser of the race to create the Paimon table may fail.
+            assert!(
+                e.to_string().contains("already exist"),
+                "round {round}: {e}"
+            );
+        }
+        if let Err(e) = finished {
+            panic!("round {round}: CREATE TABLE IF NOT EXISTS: {e}");
+        }
+        run(&b, &format!("INSERT INTO fx_race_{round} VALUES (1, 'b')")).await;
+        run(&a, &format!("INSERT INTO fx_race_{round} VALUES (2, 'a')")).await;
+        let rows = run(&a, &format!("SELECT k, v FROM fx_race_{round}$rt")).await;
+        assert_eq!(lines(&rows), vec!["1|b", "2|a"], "round {round}");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[cfg_attr(
     fluss_off,

@@ -71,11 +71,23 @@ impl FlussStore {
     ) -> Result<()> {
         let info = self.table_info(target).await?;
         let enabled = tiering_on(&info);
-        let paimon = self.catalog.get_table(identifier).await?;
         let options = schema::expected_paimon_options(&info, enabled);
-        let changes = schema::paimon_changes(&paimon, &options)?;
-        if !changes.is_empty() {
-            self.catalog.alter_table(identifier, changes, false).await?;
+        // Another process attaching the same table at once (a `CREATE TABLE
+        // IF NOT EXISTS` beside this `CREATE`) may make the same changes
+        // first: a change that fails is done when the table, read again,
+        // needs none.
+        let mut attempts = 0;
+        loop {
+            let paimon = self.catalog.get_table(identifier).await?;
+            let changes = schema::paimon_changes(&paimon, &options)?;
+            if changes.is_empty() {
+                break;
+            }
+            match self.catalog.alter_table(identifier, changes, false).await {
+                Ok(()) => break,
+                Err(e) if attempts >= 2 => return Err(e.into()),
+                Err(_) => attempts += 1,
+            }
         }
         if !enabled {
             self.set_tiering(target, true).await?;

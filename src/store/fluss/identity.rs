@@ -158,6 +158,13 @@ impl FlussStore {
         if records == 0 {
             return Ok(());
         }
+        // `table` is as the statement read it: another process's attach
+        // (a `CREATE TABLE IF NOT EXISTS` beside this `CREATE`) may have
+        // served it from Fluss since, and written.
+        let now = self.catalog.get_table(table.identifier()).await?;
+        if schema::user_fields(&now).len() < now.schema().fields().len() {
+            return Ok(());
+        }
         Err(FlussStoreError::Leftover {
             table: target.name.clone(),
             servers: target.servers.clone(),

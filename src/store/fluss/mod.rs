@@ -265,24 +265,38 @@ impl LakestreamStore for FlussStore {
         let target = self.target(table)?;
         let shape = FlussShape::of(table)?;
         self.check_lake(&target).await?;
-        let created = match self.table_info(&target).await {
-            Ok(info) => {
-                if let Some(reason) = shape.mismatch(&info) {
-                    return Err(FlussStoreError::Mismatch {
-                        table: target.name.clone(),
-                        reason,
+        // Another process may create the Fluss table at the same moment:
+        // Fluss then refuses this create (as existing, or as a schema it
+        // failed to register), or fails to describe the table it is still
+        // creating; another look finds the table.
+        let mut looked = 0;
+        let created = loop {
+            looked += 1;
+            match self.table_info(&target).await {
+                Ok(info) => {
+                    if let Some(reason) = shape.mismatch(&info) {
+                        return Err(FlussStoreError::Mismatch {
+                            table: target.name.clone(),
+                            reason,
+                        }
+                        .into());
                     }
-                    .into());
+                    self.check_not_leftover(table, &target, &info).await?;
+                    self.check_no_stranded(table, &target, &info).await?;
+                    break false;
                 }
-                self.check_not_leftover(table, &target, &info).await?;
-                self.check_no_stranded(table, &target, &info).await?;
-                false
+                Err(Error::StoreTableMissing { .. }) => {
+                    match self.create_fluss_table(&target, &shape).await {
+                        Ok(()) => break true,
+                        Err(_) if looked < 3 => continue,
+                        Err(e) => return Err(e),
+                    }
+                }
+                Err(e) if looked < 3 && !e.kind().is_users_to_fix() => {
+                    tokio::time::sleep(Duration::from_millis(100 * looked)).await;
+                }
+                Err(e) => return Err(e),
             }
-            Err(Error::StoreTableMissing { .. }) => {
-                self.create_fluss_table(&target, &shape).await?;
-                true
-            }
-            Err(e) => return Err(e),
         };
         let finished = async {
             if created && target.primary_key {
@@ -291,9 +305,16 @@ impl LakestreamStore for FlussStore {
             self.finish_attach(&target, table.identifier()).await
         }
         .await;
-        if finished.is_err() && created {
-            // Best effort: a half-attached table must not pin a schema for the
-            // next attempt. The attach error is the one to report.
+        let refused = finished
+            .as_ref()
+            .err()
+            .is_some_and(|e| e.kind().is_users_to_fix());
+        if refused && created {
+            // Best effort: a table the store refused must not pin a schema
+            // for the next attempt. The attach error is the one to report.
+            // Without an answer the table stays: another process's `CREATE
+            // TABLE IF NOT EXISTS` may have attached it and written to it,
+            // and the next attempt attaches it again.
             if let Ok(admin) = self.connection.admin().await {
                 let _ = target
                     .bounded("drop", admin.drop_table(&target.path, true))

@@ -276,19 +276,38 @@ pub(crate) fn decode_part(bytes: &[u8], part: &Part) -> Result<Vec<RecordBatch>,
 }
 
 /// Lines a batch written under an older schema up with `schema`, by column
-/// name: a column added since is null, a widened type is cast.
+/// name: a column added since is null, a widened type is cast. The row kind
+/// is the last column of both, and is taken by position, never by name: a
+/// table may have a column of its name.
 pub(crate) fn align(batch: &RecordBatch, schema: &SchemaRef) -> Result<RecordBatch, ArrowError> {
     if batch.schema().fields() == schema.fields() {
         return Ok(batch.clone());
     }
-    let columns = schema
-        .fields()
+    let written = batch.schema();
+    let (Some((_, fields)), Some((kinds, columns))) =
+        (schema.fields().split_last(), batch.columns().split_last())
+    else {
+        return Err(ArrowError::SchemaError(format!(
+            "a log batch and its table's log schema need a row kind column; they have {} and \
+             {} columns",
+            batch.num_columns(),
+            schema.fields().len()
+        )));
+    };
+    let table_columns = &written.fields()[..columns.len()];
+    let aligned = fields
         .iter()
-        .map(|field| match batch.column_by_name(field.name()) {
-            Some(column) => Arc::clone(column),
-            None => new_null_array(field.data_type(), batch.num_rows()),
-        });
-    crate::batch::cast_to(schema, columns, batch.num_rows())
+        .map(|field| {
+            match table_columns
+                .iter()
+                .position(|written| written.name() == field.name())
+            {
+                Some(index) => Arc::clone(&columns[index]),
+                None => new_null_array(field.data_type(), batch.num_rows()),
+            }
+        })
+        .chain(std::iter::once(Arc::clone(kinds)));
+    crate::batch::cast_to(schema, aligned, batch.num_rows())
 }
 
 #[cfg(test)]
@@ -427,5 +446,41 @@ mod tests {
         assert_eq!(aligned.num_rows(), 3);
         assert_eq!(aligned.column(2).null_count(), 3);
         assert_eq!(aligned.column(0).data_type(), &DataType::Int64);
+    }
+
+    /// A table column named like the row kind column is the table's: the
+    /// row kind is the last column, whatever the names say.
+    #[test]
+    fn align_takes_the_row_kind_by_position() {
+        let written = Arc::new(Schema::new(vec![
+            Field::new("_lakestream_row_kind", DataType::Int8, true),
+            Field::new("_lakestream_row_kind", DataType::Int8, false),
+        ]));
+        let b = RecordBatch::try_new(
+            Arc::clone(&written),
+            vec![
+                Arc::new(Int8Array::from(vec![3, 3])),
+                Arc::new(Int8Array::from(vec![0, 0])),
+            ],
+        )
+        .unwrap();
+        let wider = Arc::new(Schema::new(vec![
+            Field::new("_lakestream_row_kind", DataType::Int8, true),
+            Field::new("added", DataType::Utf8, true),
+            Field::new("_lakestream_row_kind", DataType::Int8, false),
+        ]));
+        let aligned = align(&b, &wider).unwrap();
+        let kinds = aligned
+            .column(2)
+            .as_any()
+            .downcast_ref::<Int8Array>()
+            .unwrap();
+        assert_eq!(kinds.values().to_vec(), vec![0, 0]);
+        let user = aligned
+            .column(0)
+            .as_any()
+            .downcast_ref::<Int8Array>()
+            .unwrap();
+        assert_eq!(user.values().to_vec(), vec![3, 3]);
     }
 }
