@@ -31,8 +31,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use datafusion::arrow::array::{Array, Int8Array, RecordBatch};
-use datafusion::arrow::compute::concat_batches;
+use datafusion::arrow::array::{Array, Int8Array, RecordBatch, UInt32Array};
+use datafusion::arrow::compute::{concat_batches, take_record_batch};
 use datafusion::arrow::datatypes::{Field, Schema, SchemaRef};
 use datafusion::arrow::error::ArrowError;
 use futures::stream::BoxStream;
@@ -289,12 +289,17 @@ impl Segments {
             .map(|(start, block)| (*start, block))
     }
 
-    /// The rows of the entry `seq` if a block holds them.
+    /// The rows of the entry `seq` if a block holds them: a copy, not a
+    /// view. A view is sized by the whole block's buffers and keeps the
+    /// block alive, so a tiering round summing its entries' sizes would
+    /// flush (and write a Paimon file) every few one-row entries.
     fn block_rows(&self, seq: u64) -> Option<RecordBatch> {
         let (start, block) = self.block_at(seq)?;
         let index = usize::try_from(seq - start).ok()?;
         let (lo, hi) = (*block.offsets.get(index)?, *block.offsets.get(index + 1)?);
-        Some(block.batch.slice(lo, hi - lo))
+        let rows = u32::try_from(hi - lo).ok()?;
+        let view = block.batch.slice(lo, hi - lo);
+        take_record_batch(&view, &UInt32Array::from_iter_values(0..rows)).ok()
     }
 
     /// The log from `from` on, up to `end` or [`READ_CHUNK`] steps: a block
@@ -2557,6 +2562,25 @@ mod tests {
         assert!(segments.block_at(1_500).is_some());
         assert_eq!(read(&mut segments, 1_500, 3_100).0, ids(1_500..3_100));
         assert_eq!(segments.cached_bytes, held_bytes(&segments));
+    }
+
+    /// An entry's rows taken out of a block (as tiering takes them) are a
+    /// compact copy: sized by its own rows, not by the whole block, which a
+    /// tiering round sums to decide when to flush a Paimon file.
+    #[test]
+    fn an_entry_out_of_a_block_is_sized_by_its_own_rows() {
+        let mut segments = Segments::default();
+        remember_rows(&mut segments, 0..3_000);
+        read(&mut segments, 0, 3_000);
+        let (_, block) = segments.block_at(100).expect("a block");
+        let block_size = block.batch.get_array_memory_size();
+        let rows = segments.block_rows(100).expect("rows out of the block");
+        assert_eq!(rows.num_rows(), 1);
+        let entry_size = rows.get_array_memory_size();
+        assert!(
+            entry_size * 10 < block_size,
+            "an entry of {entry_size} bytes out of a block of {block_size}"
+        );
     }
 
     /// A forgotten entry (set aside) takes its block with it: it is read
