@@ -8,7 +8,8 @@
 //! ```
 //!
 //! Figures: freshness (acknowledged INSERT to visible in a `t$rt` point
-//! query, p50/p99), single-row INSERT speed against Paimon, bulk INSERT
+//! query, p50/p99), the same while 10,000 single-row writes wait untiered
+//! (`freshness_backlog_*`), single-row INSERT speed against Paimon, bulk INSERT
 //! throughput, the cost of a
 //! `t$rt` aggregate over `t`'s with 0, 1 and 10 % of the rows in the store
 //! (append and primary-key tables), tiering throughput against a
@@ -76,8 +77,8 @@ struct Args {
     #[arg(long, value_name = "DURATION")]
     object_latency: Option<String>,
 
-    /// Run only these parts (comma-separated): freshness, inserts, reads,
-    /// tiering, soak.
+    /// Run only these parts (comma-separated): freshness, backlog, inserts,
+    /// reads, tiering, soak.
     #[arg(long, value_name = "PARTS")]
     only: Option<String>,
 
@@ -101,6 +102,8 @@ impl Args {
 
 struct Sizes {
     freshness_writes: usize,
+    backlog_entries: usize,
+    backlog_probes: usize,
     small_inserts: usize,
     bulk_rows: usize,
     read_rows: usize,
@@ -114,6 +117,8 @@ impl Sizes {
         if quick {
             Self {
                 freshness_writes: 1_000,
+                backlog_entries: 10_000,
+                backlog_probes: 200,
                 small_inserts: 60,
                 bulk_rows: 50_000,
                 read_rows: 200_000,
@@ -124,6 +129,8 @@ impl Sizes {
         } else {
             Self {
                 freshness_writes: 2_000,
+                backlog_entries: 10_000,
+                backlog_probes: 1_000,
                 small_inserts: 300,
                 bulk_rows: 200_000,
                 read_rows: 1_000_000,
@@ -216,14 +223,45 @@ impl Bench {
             "CREATE TABLE fresh (id INT, v STRING, n BIGINT) WITH ('lakestream.enabled' = 'true')",
         )
         .await?;
+        self.probe_freshness("fresh", 0, writes).await
+    }
+
+    /// Freshness while `backlog` single-row writes wait untiered (background
+    /// tiering is off): the backlog is written first, unread, then `probes`
+    /// writes are timed as in [`Self::freshness`]. Returns p50 and p99 (ms).
+    async fn freshness_backlog(&self, backlog: usize, probes: usize) -> Result<(f64, f64), Error> {
+        self.run(
+            "CREATE TABLE backlog (id INT, v STRING, n BIGINT) WITH ('lakestream.enabled' = 'true')",
+        )
+        .await?;
+        let started = Instant::now();
+        for i in 0..backlog {
+            self.run(&format!("INSERT INTO backlog VALUES ({i}, 'x', 1)"))
+                .await?;
+        }
+        eprintln!(
+            "  backlog of {backlog} single-row writes written ({:.0?})",
+            started.elapsed()
+        );
+        self.probe_freshness("backlog", backlog, probes).await
+    }
+
+    /// Writes rows `from..from + writes` of `table` one INSERT each, and
+    /// times each from its acknowledgement to its showing in a point query.
+    async fn probe_freshness(
+        &self,
+        table: &str,
+        from: usize,
+        writes: usize,
+    ) -> Result<(f64, f64), Error> {
         let mut latencies = Vec::with_capacity(writes);
-        for i in 0..writes {
-            self.run(&format!("INSERT INTO fresh VALUES ({i}, 'x', 1)"))
+        for i in from..from + writes {
+            self.run(&format!("INSERT INTO {table} VALUES ({i}, 'x', 1)"))
                 .await?;
             let acknowledged = Instant::now();
             loop {
                 if self
-                    .rows(&format!("SELECT id FROM fresh$rt WHERE id = {i}"))
+                    .rows(&format!("SELECT id FROM {table}$rt WHERE id = {i}"))
                     .await?
                     == 1
                 {
@@ -538,6 +576,8 @@ fn chart(figures: &BTreeMap<&'static str, f64>) -> String {
             &[
                 "freshness_p50_ms",
                 "freshness_p99_ms",
+                "freshness_backlog_p50_ms",
+                "freshness_backlog_p99_ms",
                 "local_freshness_p50_ms",
                 "local_freshness_p99_ms",
             ],
@@ -611,6 +651,16 @@ fn chart(figures: &BTreeMap<&'static str, f64>) -> String {
     svg
 }
 
+/// The parts `--only` names.
+const PARTS: [&str; 6] = [
+    "freshness",
+    "backlog",
+    "inserts",
+    "reads",
+    "tiering",
+    "soak",
+];
+
 async fn bench(args: Args) -> Result<(), Error> {
     let mut sizes = Sizes::new(args.quick);
     if let Some(rounds) = args.soak_rounds {
@@ -618,10 +668,10 @@ async fn bench(args: Args) -> Result<(), Error> {
     }
     if let Some(only) = &args.only {
         for part in only.split(',') {
-            if !["freshness", "inserts", "reads", "tiering", "soak"].contains(&part.trim()) {
+            if !PARTS.contains(&part.trim()) {
                 return Err(format!(
-                    "--only: unknown part '{part}'; the parts are freshness, inserts, reads, \
-                     tiering, soak"
+                    "--only: unknown part '{part}'; the parts are {}",
+                    PARTS.join(", ")
                 )
                 .into());
             }
@@ -689,6 +739,14 @@ async fn bench(args: Args) -> Result<(), Error> {
         figures.insert("freshness_p50_ms", p50);
         figures.insert("freshness_p99_ms", p99);
         eprintln!("  freshness done ({:.0?})", started.elapsed());
+    }
+    if args.runs("backlog") {
+        let (p50, p99) = bench
+            .freshness_backlog(sizes.backlog_entries, sizes.backlog_probes)
+            .await?;
+        figures.insert("freshness_backlog_p50_ms", p50);
+        figures.insert("freshness_backlog_p99_ms", p99);
+        eprintln!("  backlog freshness done ({:.0?})", started.elapsed());
     }
     if args.runs("inserts") {
         let (store_per_s, paimon_per_s) = bench.small_inserts(sizes.small_inserts).await?;

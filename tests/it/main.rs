@@ -1,3 +1,4 @@
+mod backlog;
 mod branches;
 mod catalog_api;
 mod cli;
