@@ -302,6 +302,35 @@ impl Segments {
         take_record_batch(&view, &UInt32Array::from_iter_values(0..rows)).ok()
     }
 
+    /// Coalesces the pieces in memory that end at `end` once more than
+    /// [`COALESCE_PIECES`] of them are small: a process's own writes are
+    /// copied into blocks as they arrive, a few dozen rows at a time, so the
+    /// first read after a backlog built up does not copy it all at once.
+    fn coalesce_tail(&mut self, end: u64) {
+        let mut units = Vec::new();
+        let mut seq = end;
+        while seq > 0 && units.len() <= COALESCE_PIECES + 1 {
+            let at = seq - 1;
+            let unit = match self.block_at(at) {
+                Some((start, _)) => Unit::Block(start),
+                None if matches!(self.cache.get(&at), Some(Held::Rows(_))) => Unit::Cached(at),
+                None => break,
+            };
+            if self.small(unit).is_none() {
+                break;
+            }
+            seq = match unit {
+                Unit::Block(start) => start,
+                Unit::Cached(at) | Unit::Other(at) => at,
+            };
+            units.push(unit);
+        }
+        if units.len() > COALESCE_PIECES {
+            units.reverse();
+            self.coalesce(&units);
+        }
+    }
+
     /// The log from `from` on, up to `end` or [`READ_CHUNK`] steps: a block
     /// is one step, an entry another.
     fn units(&self, from: u64, end: u64) -> Vec<Unit> {
@@ -1087,6 +1116,7 @@ impl TableState {
         }
         segments.remember(seq, &held, info);
         segments.next = Some(seq + 1);
+        segments.coalesce_tail(seq + 1);
         drop(segments);
         self.written.notify_waiters();
         Ok(())
@@ -2561,6 +2591,28 @@ mod tests {
         segments.forget_before(1_500);
         assert!(segments.block_at(1_500).is_some());
         assert_eq!(read(&mut segments, 1_500, 3_100).0, ids(1_500..3_100));
+        assert_eq!(segments.cached_bytes, held_bytes(&segments));
+    }
+
+    /// A process's own writes are coalesced as they arrive: after thousands
+    /// of one-row writes, a read finds a few blocks and at most
+    /// [`COALESCE_PIECES`] entries, however large the backlog, and gives
+    /// every row once, in order.
+    #[test]
+    fn writes_are_coalesced_as_they_arrive() {
+        let mut segments = Segments::default();
+        for seq in 0..5_000 {
+            remember_rows(&mut segments, seq..seq + 1);
+            segments.coalesce_tail(seq + 1);
+        }
+        let units = segments.units(0, 5_000);
+        assert!(
+            units.len() <= 3 + COALESCE_PIECES,
+            "{} pieces before any read coalesced",
+            units.len()
+        );
+        let (rows, _) = read(&mut segments, 0, 5_000);
+        assert_eq!(rows, ids(0..5_000));
         assert_eq!(segments.cached_bytes, held_bytes(&segments));
     }
 
