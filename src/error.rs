@@ -603,6 +603,16 @@ pub enum ErrorKind {
 }
 
 impl ErrorKind {
+    /// Every kind, in the order they are declared.
+    pub const ALL: [ErrorKind; 6] = [
+        ErrorKind::UserInput,
+        ErrorKind::NotSupported,
+        ErrorKind::Conflict,
+        ErrorKind::Unavailable,
+        ErrorKind::Corrupt,
+        ErrorKind::Internal,
+    ];
+
     /// Whether the user fixes the error by changing the statement, the
     /// options or the table: such errors are DataFusion plan errors.
     pub fn is_users_to_fix(self) -> bool {
@@ -929,15 +939,7 @@ mod tests {
     #[test]
     fn a_store_error_crosses_into_datafusion_by_its_kind() {
         use crate::store::{store_error, store_error_of_kind};
-        let kinds = [
-            ErrorKind::UserInput,
-            ErrorKind::NotSupported,
-            ErrorKind::Conflict,
-            ErrorKind::Unavailable,
-            ErrorKind::Corrupt,
-            ErrorKind::Internal,
-        ];
-        for kind in kinds {
+        for kind in ErrorKind::ALL {
             let error = || store_error_of_kind("third", kind, "what the store said");
             assert_eq!(error().kind(), kind);
             let text = error().to_string();

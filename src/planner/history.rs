@@ -69,7 +69,7 @@ pub(crate) fn check_text(parsed: &Parsed<'_>) -> Result<()> {
         // The name, or the name and its alias, with or without `AS`.
         let named = realtime(Some(i - 1))
             .or_else(|| realtime(i.checked_sub(2)))
-            .or_else(|| match keyword(i.wrapping_sub(2)) {
+            .or_else(|| match i.checked_sub(2).map_or(Keyword::NoKeyword, keyword) {
                 Keyword::AS => realtime(i.checked_sub(3)),
                 _ => None,
             });

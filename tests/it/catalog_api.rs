@@ -236,16 +236,8 @@ async fn a_create_drops_its_paimon_table_only_when_the_store_refuses() {
     let ctx = warehouse
         .context_with(&[("lakestream.store", memory_store::IDENTIFIER)])
         .await;
-    let kinds = [
-        ErrorKind::UserInput,
-        ErrorKind::NotSupported,
-        ErrorKind::Conflict,
-        ErrorKind::Unavailable,
-        ErrorKind::Corrupt,
-        ErrorKind::Internal,
-    ];
     let attach_fails = &warehouse.memory.switches.attach_fails;
-    for kind in kinds {
+    for kind in ErrorKind::ALL {
         let name = format!("t_{kind:?}").to_lowercase();
         let t = Identifier::new("db", &name);
         let creation = || schema(&[("lakestream.enabled", "true")]);
