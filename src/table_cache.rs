@@ -28,6 +28,7 @@ use std::sync::Mutex;
 
 use bytes::Bytes;
 use paimon::catalog::{Database, Identifier};
+use paimon::io::FileRead;
 use paimon::spec::TableSchema;
 use paimon::table::Table;
 
@@ -69,11 +70,21 @@ impl TableCache {
         let table = &cached.table;
         let id = table.schema().id();
         let file_io = table.file_io();
+        // As many bytes as were read before: a schema file is one JSON
+        // object, so a file whose first bytes are the whole object read
+        // before holds that object and nothing else; a shorter file fails
+        // the read. (A read without a range makes opendal's file-system
+        // reader zero-fill a buffer of its 2 MiB maximum for a file of a few
+        // hundred bytes, once per statement.)
+        let expected = cached.schema_file.len() as u64;
         let this = async {
             file_io
                 .new_input(&schema_path(table, id))
                 .ok()?
-                .read()
+                .reader()
+                .await
+                .ok()?
+                .read(0..expected)
                 .await
                 .ok()
         };
@@ -159,5 +170,82 @@ impl TableCache {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .retain(|identifier, _| identifier.database() != name);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use paimon::catalog::Catalog;
+    use paimon::spec::{DataType, IntType, Schema};
+
+    use super::*;
+
+    async fn table_in(dir: &std::path::Path) -> (std::sync::Arc<dyn Catalog>, Identifier, Table) {
+        let options = HashMap::from([("warehouse".to_string(), dir.display().to_string())]);
+        let catalog = crate::extension::create_paimon_catalog(&options)
+            .await
+            .expect("catalog");
+        catalog
+            .create_database("db", false, HashMap::new())
+            .await
+            .expect("database");
+        let identifier = Identifier::new("db", "t");
+        let schema = Schema::builder()
+            .column("id", DataType::Int(IntType::new()))
+            .build()
+            .expect("schema");
+        catalog
+            .create_table(&identifier, schema, false)
+            .await
+            .expect("table");
+        let table = catalog.get_table(&identifier).await.expect("load");
+        (catalog, identifier, table)
+    }
+
+    /// A remembered handle is reused while its schema file is unchanged,
+    /// and dropped once the file is rewritten (same length or shorter) or
+    /// the next schema file appears.
+    #[tokio::test]
+    async fn a_handle_is_reused_until_its_schema_files_change() {
+        let dir = tempfile::tempdir().expect("temporary directory");
+        let (_catalog, identifier, table) = table_in(dir.path()).await;
+        let schema_dir = dir.path().join("db.db").join("t").join("schema");
+        let file = schema_dir.join("schema-0");
+        let original = std::fs::read(&file).expect("schema-0");
+        let cache = TableCache::default();
+        let check = |label: &'static str, expect: bool| {
+            let cache = &cache;
+            let identifier = &identifier;
+            let table = &table;
+            async move {
+                cache.put(identifier, table).await;
+                assert_eq!(cache.get(identifier).await.is_some(), expect, "{label}");
+            }
+        };
+        check("unchanged", true).await;
+        check("unchanged, asked again", true).await;
+
+        // Another creation time, same length.
+        let text = String::from_utf8(original.clone()).expect("text");
+        let time = table.schema().time_millis().to_string();
+        let other = (table.schema().time_millis() + 1).to_string();
+        assert_eq!(time.len(), other.len());
+        let rewritten = text.replace(&time, &other);
+        assert_ne!(rewritten, text);
+        cache.put(&identifier, &table).await;
+        std::fs::write(&file, &rewritten).expect("rewrite");
+        assert!(cache.get(&identifier).await.is_none(), "same length, other bytes");
+
+        std::fs::write(&file, &original).expect("restore");
+        cache.put(&identifier, &table).await;
+        std::fs::write(&file, &original[..original.len() - 1]).expect("truncate");
+        assert!(cache.get(&identifier).await.is_none(), "shorter");
+
+        std::fs::write(&file, &original).expect("restore");
+        check("restored", true).await;
+        std::fs::write(schema_dir.join("schema-1"), &original).expect("next schema");
+        assert!(cache.get(&identifier).await.is_none(), "next schema file");
     }
 }
