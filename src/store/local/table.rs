@@ -1239,7 +1239,16 @@ impl TableState {
             segments.forget_before(from);
         }
         let listed_end = segments.next.unwrap_or(0);
-        let mut seq = from;
+        // The entries known already, in one pass (a backlog of thousands of
+        // small writes is walked at every read).
+        let (mut seq, mut rows) = (from, 0);
+        for (&at, info) in segments.info.range(from..) {
+            if at != seq {
+                break;
+            }
+            rows += info.rows;
+            seq += 1;
+        }
         loop {
             if !segments.info.contains_key(&seq) {
                 let entry = match fetched.take() {
@@ -1253,14 +1262,10 @@ impl TableState {
                     Fetched::Absent => return Ok(None),
                 }
             }
+            rows += segments.info.get(&seq).map_or(0, |info| info.rows);
             seq += 1;
         }
         segments.next = Some(listed_end.max(seq));
-        let rows = segments
-            .info
-            .range(from..seq)
-            .map(|(_, info)| info.rows)
-            .sum();
         Ok(Some((seq, rows)))
     }
 
