@@ -298,6 +298,17 @@ mod tests {
             touched.candidates(&[inside]).unwrap(),
             Candidates::Rows(vec![1, 3])
         );
+        // Batches that share only an end of the range.
+        let low_end = int32(&[Some(50), Some(100)]);
+        let high_end = int32(&[Some(200), Some(300)]);
+        assert_eq!(
+            touched.candidates(&[low_end]).unwrap(),
+            Candidates::Rows(vec![1])
+        );
+        assert_eq!(
+            touched.candidates(&[high_end]).unwrap(),
+            Candidates::Rows(vec![0])
+        );
     }
 
     #[test]
