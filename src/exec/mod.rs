@@ -4,3 +4,4 @@ pub(crate) mod key_map;
 pub(crate) mod merge;
 pub(crate) mod realtime;
 pub(crate) mod sink;
+pub(crate) mod touched;

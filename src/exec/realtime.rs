@@ -41,6 +41,7 @@ use tokio::sync::OnceCell;
 use crate::error::Error;
 use crate::exec::key_map::KeyMap;
 use crate::exec::merge::{Merger, Outcome, Version};
+use crate::exec::touched::{Candidates, TouchedKeys};
 use crate::store::{ChangeBatch, ChangeStream, RowKind, ScanMode, StoreLog};
 
 /// How the columns of the read line up.
@@ -135,6 +136,8 @@ struct StoreState {
     /// Paimon's rows for them are replaced or deleted. Deletes Paimon drops
     /// (`ignore-delete`) neither hide nor replace a row, so they do not count.
     keys: KeyMap,
+    /// A cheap first test for Paimon rows whose key is not in `keys`.
+    touched: TouchedKeys,
     /// Per key (by its number in `keys`): how many versions the log holds,
     /// with [`TALLY_DELETE`] set when the newest is a delete. Where the newest
     /// version wins, the winner is the key's last version: the second read
@@ -899,6 +902,10 @@ fn key_columns(batch: &RecordBatch, layout: &ReadLayout) -> Vec<ArrayRef> {
         .collect()
 }
 
+/// `batch` of Paimon's rows without the rows whose key the store's log
+/// touches. A batch that loses no row passes as it is, uncopied; only rows
+/// the cheap tests of [`TouchedKeys`] cannot clear are converted to the row
+/// format and looked up.
 fn drop_touched_keys(
     batch: &RecordBatch,
     store: &StoreState,
@@ -908,11 +915,41 @@ fn drop_touched_keys(
     if store.keys.is_empty() || batch.num_rows() == 0 {
         return Ok(batch.clone());
     }
-    let rows = converter.convert_columns(&key_columns(batch, layout))?;
-    let keep: BooleanArray = (0..rows.num_rows())
-        .map(|i| Some(!store.keys.contains(rows.row(i).as_ref())))
-        .collect();
-    Ok(filter_record_batch(batch, &keep)?)
+    let keys = key_columns(batch, layout);
+    let mut keep = vec![true; batch.num_rows()];
+    let mut dropped = false;
+    match store.touched.candidates(&keys)? {
+        Candidates::None => return Ok(batch.clone()),
+        Candidates::All => {
+            let rows = converter.convert_columns(&keys)?;
+            for (i, keep) in keep.iter_mut().enumerate() {
+                if store.keys.contains(rows.row(i).as_ref()) {
+                    *keep = false;
+                    dropped = true;
+                }
+            }
+        }
+        Candidates::Rows(candidates) => {
+            let indices = UInt32Array::from(candidates);
+            let picked = keys
+                .iter()
+                .map(|column| take(column.as_ref(), &indices, None))
+                .collect::<Result<Vec<_>, _>>()?;
+            let rows = converter.convert_columns(&picked)?;
+            for (i, &row) in indices.values().iter().enumerate() {
+                if store.keys.contains(rows.row(i).as_ref()) {
+                    if let Some(keep) = keep.get_mut(row as usize) {
+                        *keep = false;
+                        dropped = true;
+                    }
+                }
+            }
+        }
+    }
+    if !dropped {
+        return Ok(batch.clone());
+    }
+    Ok(filter_record_batch(batch, &BooleanArray::from(keep))?)
 }
 
 /// Reads the bounded log once per query: the keys it touches and their
@@ -929,6 +966,13 @@ async fn store_state(
         // Deletes Paimon drops (`ignore-delete`) neither hide nor replace a row.
         let ignore_deletes = layout.merger.ignores_deletes();
         let mut keys = KeyMap::new();
+        let mut touched = TouchedKeys::new(
+            layout
+                .keys
+                .iter()
+                .map(|&k| layout.schema.field(k).data_type().clone())
+                .collect(),
+        );
         let mut tallies: Vec<u32> = Vec::new();
         let mut rows: u64 = 0;
         let mut kept = Some(Vec::new());
@@ -937,7 +981,11 @@ async fn store_state(
         let mut stream = aligned_log(log.read_bounded(), Arc::clone(layout))?;
         while let Some(change) = stream.next().await {
             let (batch, kinds) = change?;
-            let key_rows = converter.convert_columns(&key_columns(&batch, layout))?;
+            let key_cols = key_columns(&batch, layout);
+            touched.add(&key_cols, |r| {
+                !(ignore_deletes && kinds.get(r) == Some(&RowKind::Delete))
+            })?;
+            let key_rows = converter.convert_columns(&key_cols)?;
             for (r, kind) in kinds.iter().enumerate() {
                 let delete = *kind == RowKind::Delete;
                 if delete && ignore_deletes {
@@ -964,6 +1012,7 @@ async fn store_state(
         }
         let mut state = StoreState {
             keys,
+            touched,
             tallies,
             rows,
             half: StoreHalf::Reread,

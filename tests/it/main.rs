@@ -43,4 +43,5 @@ mod table_cache;
 mod text_input;
 mod twin;
 mod union_read;
+mod union_read_random;
 mod write_names;
