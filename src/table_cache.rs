@@ -236,7 +236,10 @@ mod tests {
         assert_ne!(rewritten, text);
         cache.put(&identifier, &table).await;
         std::fs::write(&file, &rewritten).expect("rewrite");
-        assert!(cache.get(&identifier).await.is_none(), "same length, other bytes");
+        assert!(
+            cache.get(&identifier).await.is_none(),
+            "same length, other bytes"
+        );
 
         std::fs::write(&file, &original).expect("restore");
         cache.put(&identifier, &table).await;

@@ -67,9 +67,10 @@ pub(crate) fn check_text(parsed: &Parsed<'_>) -> Result<()> {
             _ => continue,
         };
         // The name, or the name and its alias, with or without `AS`.
+        let two_back = i.checked_sub(2).map_or(Keyword::NoKeyword, keyword);
         let named = realtime(Some(i - 1))
             .or_else(|| realtime(i.checked_sub(2)))
-            .or_else(|| match i.checked_sub(2).map_or(Keyword::NoKeyword, keyword) {
+            .or_else(|| match two_back {
                 Keyword::AS => realtime(i.checked_sub(3)),
                 _ => None,
             });
