@@ -5,38 +5,75 @@
 //! log touches, and a large backlog touches millions of keys. A
 //! `HashMap<Box<[u8]>, _>` costs a heap allocation, a fat pointer and the
 //! map's own entry per key; here the keys' bytes share one buffer, each key
-//! costs an 8-byte offset, and the hash table holds 4-byte entry numbers.
-//! Per-key data lives beside it in plain vectors indexed by the entry number.
+//! costs an 8-byte offset and its 8-byte hash, and the hash table holds
+//! 4-byte entry numbers. Per-key data lives beside it in plain vectors
+//! indexed by the entry number.
+//!
+//! A key is hashed once per call (an insert probes the table once), and
+//! never again: the table grows with the kept hashes. The hasher is ahash,
+//! as DataFusion's hash tables use, not std's SipHash.
 
-use std::hash::{BuildHasher, RandomState};
+use std::hash::BuildHasher;
 
+use datafusion::common::hash_utils::RandomState;
 use datafusion::error::{DataFusionError, Result as DFResult};
+use hashbrown::hash_table::Entry;
 use hashbrown::HashTable;
 
 /// Keys numbered `0..len()` in the order of their first insert.
-#[derive(Default)]
-pub(crate) struct KeyMap {
-    hasher: RandomState,
+pub(crate) struct KeyMap<S = RandomState> {
+    hasher: S,
     /// Entry numbers, found by the hash of their key.
     table: HashTable<u32>,
     /// Every key's bytes, back to back, in entry order.
     bytes: Vec<u8>,
     /// Where each entry's key starts in `bytes`; it ends where the next starts.
     starts: Vec<usize>,
+    /// Each entry's hash: the table grows without hashing a key again, and
+    /// a probe compares bytes only where the hashes agree.
+    hashes: Vec<u64>,
 }
 
-impl std::fmt::Debug for KeyMap {
+impl<S> std::fmt::Debug for KeyMap<S> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("KeyMap")
-            .field("keys", &self.len())
+            .field("keys", &self.starts.len())
             .field("key_bytes", &self.bytes.len())
             .finish_non_exhaustive()
+    }
+}
+
+impl Default for KeyMap {
+    fn default() -> Self {
+        Self::with_hasher(RandomState::default())
     }
 }
 
 impl KeyMap {
     pub(crate) fn new() -> Self {
         Self::default()
+    }
+}
+
+/// The bytes of entry `entry` of a map's `bytes` and `starts`.
+///
+/// # Panics
+/// If `entry >= starts.len()`: entry numbers only come from the map.
+fn key_of<'a>(bytes: &'a [u8], starts: &[usize], entry: usize) -> &'a [u8] {
+    let start = starts[entry];
+    let end = starts.get(entry + 1).copied().unwrap_or(bytes.len());
+    &bytes[start..end]
+}
+
+impl<S: BuildHasher> KeyMap<S> {
+    pub(crate) fn with_hasher(hasher: S) -> Self {
+        Self {
+            hasher,
+            table: HashTable::new(),
+            bytes: Vec::new(),
+            starts: Vec::new(),
+            hashes: Vec::new(),
+        }
     }
 
     /// How many keys.
@@ -53,20 +90,17 @@ impl KeyMap {
     /// # Panics
     /// If `entry >= self.len()`: entry numbers only come from this map.
     pub(crate) fn key(&self, entry: usize) -> &[u8] {
-        let start = self.starts[entry];
-        let end = self
-            .starts
-            .get(entry + 1)
-            .copied()
-            .unwrap_or(self.bytes.len());
-        &self.bytes[start..end]
+        key_of(&self.bytes, &self.starts, entry)
     }
 
     /// The entry of `key`, if it is in the map.
     pub(crate) fn get(&self, key: &[u8]) -> Option<usize> {
         let hash = self.hasher.hash_one(key);
         self.table
-            .find(hash, |&entry| self.key(entry as usize) == key)
+            .find(hash, |&entry| {
+                let entry = entry as usize;
+                self.hashes[entry] == hash && self.key(entry) == key
+            })
             .map(|&entry| entry as usize)
     }
 
@@ -77,33 +111,39 @@ impl KeyMap {
     /// The entry of `key`, and whether it is new. A new key gets the next
     /// entry number. Fails past `u32::MAX` keys.
     pub(crate) fn insert(&mut self, key: &[u8]) -> DFResult<(usize, bool)> {
-        if let Some(entry) = self.get(key) {
-            return Ok((entry, false));
-        }
-        let entry = self.starts.len();
-        let number = u32::try_from(entry).map_err(|_| {
-            DataFusionError::ResourcesExhausted(format!(
-                "the union read tracks at most {} distinct keys of the store's log",
-                u32::MAX
-            ))
-        })?;
-        self.starts.push(self.bytes.len());
-        self.bytes.extend_from_slice(key);
         let hash = self.hasher.hash_one(key);
         let Self {
-            hasher,
             table,
             bytes,
             starts,
+            hashes,
+            ..
         } = self;
-        // Rehashing reads each entry's key from the shared buffer.
-        table.insert_unique(hash, number, |&other| {
-            let other = other as usize;
-            let start = starts[other];
-            let end = starts.get(other + 1).copied().unwrap_or(bytes.len());
-            hasher.hash_one(&bytes[start..end])
-        });
-        Ok((entry, true))
+        let found = table.entry(
+            hash,
+            |&entry| {
+                let entry = entry as usize;
+                hashes[entry] == hash && key_of(bytes, starts, entry) == key
+            },
+            |&entry| hashes[entry as usize],
+        );
+        match found {
+            Entry::Occupied(entry) => Ok((*entry.get() as usize, false)),
+            Entry::Vacant(vacant) => {
+                let entry = starts.len();
+                let number = u32::try_from(entry).map_err(|_| {
+                    DataFusionError::ResourcesExhausted(format!(
+                        "the union read tracks at most {} distinct keys of the store's log",
+                        u32::MAX
+                    ))
+                })?;
+                vacant.insert(number);
+                starts.push(bytes.len());
+                bytes.extend_from_slice(key);
+                hashes.push(hash);
+                Ok((entry, true))
+            }
+        }
     }
 
     /// Bytes held.
@@ -111,6 +151,7 @@ impl KeyMap {
     pub(crate) fn allocated_bytes(&self) -> usize {
         self.bytes.capacity()
             + self.starts.capacity() * size_of::<usize>()
+            + self.hashes.capacity() * size_of::<u64>()
             + self.table.allocation_size()
     }
 }
@@ -154,5 +195,34 @@ mod tests {
         assert!(!map.contains(b"100000:"));
         // Far below a boxed key per entry: buffer, offset and table slot.
         assert!(map.allocated_bytes() < 100_000 * 48, "{map:?}");
+    }
+    /// Counts the keys it hashes.
+    #[derive(Default, Clone)]
+    struct Counting(std::sync::Arc<std::sync::atomic::AtomicUsize>);
+
+    impl BuildHasher for Counting {
+        type Hasher = std::hash::DefaultHasher;
+        fn build_hasher(&self) -> Self::Hasher {
+            self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            std::hash::DefaultHasher::new()
+        }
+    }
+
+    #[test]
+    fn hashes_each_key_once_per_call_and_never_to_grow() {
+        let counting = Counting::default();
+        let mut map = KeyMap::with_hasher(counting.clone());
+        let hashed = || counting.0.load(std::sync::atomic::Ordering::Relaxed);
+        // Past several growths of the table.
+        for i in 0..10_000u32 {
+            map.insert(&i.to_le_bytes()).unwrap();
+        }
+        assert_eq!(hashed(), 10_000);
+        for i in 0..10_000u32 {
+            assert_eq!(map.insert(&i.to_le_bytes()).unwrap(), (i as usize, false));
+        }
+        assert_eq!(hashed(), 20_000);
+        assert_eq!(map.get(&7u32.to_le_bytes()), Some(7));
+        assert_eq!(hashed(), 20_001);
     }
 }

@@ -986,6 +986,9 @@ async fn store_state(
                 !(ignore_deletes && kinds.get(r) == Some(&RowKind::Delete))
             })?;
             let key_rows = converter.convert_columns(&key_cols)?;
+            // Each counted row's key number, for picking the winners of a
+            // kept batch without converting and looking its keys up again.
+            let mut entries = Vec::with_capacity(if kept.is_some() { kinds.len() } else { 0 });
             for (r, kind) in kinds.iter().enumerate() {
                 let delete = *kind == RowKind::Delete;
                 if delete && ignore_deletes {
@@ -996,17 +999,25 @@ async fn store_state(
                     tallies.push(0);
                 }
                 tallies[entry] = tally(tallies[entry], delete)?;
+                if kept.is_some() {
+                    entries.push(entry_number(entry)?);
+                }
             }
             rows += batch.num_rows() as u64;
             if let Some(batches) = kept.as_mut() {
                 kept_bytes = kept_bytes
                     .saturating_add(batch.get_array_memory_size())
-                    .saturating_add(kinds.capacity() * size_of::<RowKind>());
+                    .saturating_add(kinds.capacity() * size_of::<RowKind>())
+                    .saturating_add(entries.capacity() * size_of::<u32>());
                 if kept_bytes > budget {
                     // Past the budget: the store's partition reads the log again.
                     kept = None;
                 } else {
-                    batches.push((batch, kinds));
+                    batches.push(Kept {
+                        batch,
+                        kinds,
+                        entries,
+                    });
                 }
             }
         }
@@ -1023,10 +1034,10 @@ async fn store_state(
         state.half = if layout.merger.newest_wins() {
             let mut winners = Winners::new(state.tallies.len(), layout)?;
             let mut parts = Vec::new();
-            for (batch, kinds) in &batches {
-                let live = winners.filter(&state, batch, kinds, layout)?;
+            for kept in &batches {
+                let live = winners.pick(&state, &kept.kinds, &kept.entries)?;
                 if live.true_count() > 0 {
-                    parts.push(filter_record_batch(batch, &live)?);
+                    parts.push(filter_record_batch(&kept.batch, &live)?);
                 }
             }
             winners.finish(&state)?;
@@ -1036,6 +1047,10 @@ async fn store_state(
                 Some(concat_batches(&layout.schema, &parts)?)
             })
         } else {
+            let batches: Vec<Aligned> = batches
+                .into_iter()
+                .map(|kept| (kept.batch, kept.kinds))
+                .collect();
             let keys = group_versions(&batches, layout)?;
             StoreHalf::Versions(LogVersions {
                 batches: batches.into_iter().map(|(batch, _)| batch).collect(),
@@ -1046,6 +1061,21 @@ async fn store_state(
     })
     .await
     .cloned()
+}
+
+/// A log batch the first read kept (see [`StoreState`]): its rows, their
+/// kinds, and the key number (in [`StoreState::keys`]) of each row but the
+/// deletes Paimon ignores.
+struct Kept {
+    batch: RecordBatch,
+    kinds: Vec<RowKind>,
+    entries: Vec<u32>,
+}
+
+/// A key's number in [`StoreState::keys`] as [`Kept::entries`] holds it.
+fn entry_number(entry: usize) -> DFResult<u32> {
+    u32::try_from(entry)
+        .map_err(|_| DataFusionError::Internal(format!("key number {entry} is past u32::MAX")))
 }
 
 /// A key's tally after one more version (see [`StoreState::tallies`]).
@@ -1088,21 +1118,42 @@ impl Winners {
         kinds: &[RowKind],
         layout: &ReadLayout,
     ) -> DFResult<BooleanArray> {
-        self.rows += batch.num_rows() as u64;
         let key_rows = self
             .converter
             .convert_columns(&key_columns(batch, layout))?;
-        let mut keep = Vec::with_capacity(batch.num_rows());
-        for (r, kind) in kinds.iter().enumerate() {
+        let entries = kinds
+            .iter()
+            .enumerate()
+            .filter(|(_, kind)| !(self.ignore_deletes && **kind == RowKind::Delete))
+            .map(|(r, _)| {
+                let entry = state
+                    .keys
+                    .get(key_rows.row(r).as_ref())
+                    .ok_or_else(log_changed)?;
+                entry_number(entry)
+            })
+            .collect::<DFResult<Vec<u32>>>()?;
+        self.pick(state, kinds, &entries)
+    }
+
+    /// [`Self::filter`] for a batch whose rows' key numbers are known:
+    /// `entries` has one for each row but the deletes Paimon ignores.
+    fn pick(
+        &mut self,
+        state: &StoreState,
+        kinds: &[RowKind],
+        entries: &[u32],
+    ) -> DFResult<BooleanArray> {
+        self.rows += kinds.len() as u64;
+        let mut entries = entries.iter();
+        let mut keep = Vec::with_capacity(kinds.len());
+        for kind in kinds {
             let delete = *kind == RowKind::Delete;
             if delete && self.ignore_deletes {
                 keep.push(false);
                 continue;
             }
-            let entry = state
-                .keys
-                .get(key_rows.row(r).as_ref())
-                .ok_or_else(log_changed)?;
+            let entry = *entries.next().ok_or_else(log_changed)? as usize;
             let (seen, tally) = match (self.seen.get_mut(entry), state.tallies.get(entry)) {
                 (Some(seen), Some(tally)) => (seen, *tally),
                 _ => return Err(log_changed()),
@@ -1113,6 +1164,9 @@ impl Winners {
                 return Err(log_changed());
             }
             keep.push(*seen == count && tally & TALLY_DELETE == 0);
+        }
+        if entries.next().is_some() {
+            return Err(log_changed());
         }
         Ok(BooleanArray::from(keep))
     }
@@ -1243,5 +1297,121 @@ impl ExecutionPlan for RealtimeScanExec {
                 "RealtimeScanExec has no partition {partition}"
             )))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use datafusion::arrow::array::{AsArray, Int32Array, Int64Array};
+    use datafusion::arrow::datatypes::{DataType, Field, Int32Type, Int64Type, Schema};
+
+    use super::*;
+    use crate::merge::{Engine, MergeSpec};
+
+    /// A bounded log of fixed batches.
+    #[derive(Debug)]
+    struct FixedLog(Vec<ChangeBatch>);
+
+    impl StoreLog for FixedLog {
+        fn read_bounded(&self) -> crate::error::Result<ChangeStream> {
+            let batches: Vec<_> = self.0.iter().cloned().map(Ok).collect();
+            Ok(futures::stream::iter(batches).boxed())
+        }
+
+        fn follow(&self) -> crate::error::Result<ChangeStream> {
+            Ok(futures::stream::empty().boxed())
+        }
+    }
+
+    fn layout(ignore_delete: bool) -> Arc<ReadLayout> {
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("id", DataType::Int32, false),
+            Field::new("n", DataType::Int64, true),
+        ]));
+        let spec = MergeSpec {
+            engine: Engine::Deduplicate,
+            sequence_fields: Vec::new(),
+            sequence_descending: false,
+            ignore_delete,
+            aggregates: HashMap::new(),
+        };
+        Arc::new(ReadLayout {
+            columns: vec![0, 1],
+            schema: Arc::clone(&schema),
+            keys: vec![0],
+            output: vec![0, 1],
+            output_schema: Arc::clone(&schema),
+            merger: Arc::new(Merger::new(&spec, Arc::clone(&schema)).unwrap()),
+        })
+    }
+
+    fn change(layout: &ReadLayout, rows: &[(i32, i64, RowKind)]) -> ChangeBatch {
+        let ids = Int32Array::from(rows.iter().map(|r| r.0).collect::<Vec<_>>());
+        let ns = Int64Array::from(rows.iter().map(|r| r.1).collect::<Vec<_>>());
+        let batch = RecordBatch::try_new(
+            Arc::clone(&layout.schema),
+            vec![Arc::new(ids), Arc::new(ns)],
+        )
+        .unwrap();
+        ChangeBatch::try_new(batch, rows.iter().map(|r| r.2).collect()).unwrap()
+    }
+
+    /// The live rows of the store's half, sorted, with the log kept in
+    /// memory (`budget` large) or read a second time (`budget` 0).
+    async fn live_rows(layout: &Arc<ReadLayout>, budget: usize) -> Vec<(i32, i64)> {
+        use RowKind::{Delete, Upsert};
+        let log: Arc<dyn StoreLog> = Arc::new(FixedLog(vec![
+            change(layout, &[(1, 1, Upsert), (2, 2, Upsert), (3, 3, Upsert)]),
+            change(layout, &[(2, 0, Delete), (1, 10, Upsert), (4, 4, Upsert)]),
+            change(layout, &[(4, 0, Delete), (2, 20, Upsert), (5, 0, Delete)]),
+            change(layout, &[(3, 0, Delete)]),
+        ]));
+        let metrics = ExecutionPlanMetricsSet::new();
+        let reads = MetricBuilder::new(&metrics).global_counter("reads");
+        let cell = OnceCell::new();
+        let state = store_state(&cell, &log, layout, budget, &reads)
+            .await
+            .unwrap();
+        let batches: Vec<RecordBatch> = match &state.half {
+            StoreHalf::Live(live) => live.iter().cloned().collect(),
+            StoreHalf::Reread => {
+                let log = aligned_log(log.read_bounded(), Arc::clone(layout)).unwrap();
+                newest_live_rows(Arc::clone(&state), log, Arc::clone(layout))
+                    .unwrap()
+                    .try_collect()
+                    .await
+                    .unwrap()
+            }
+            StoreHalf::Versions(_) => panic!("versions kept where the newest version wins"),
+        };
+        let mut rows: Vec<(i32, i64)> = batches
+            .iter()
+            .flat_map(|b| {
+                let ids = b.column(0).as_primitive::<Int32Type>().clone();
+                let ns = b.column(1).as_primitive::<Int64Type>().clone();
+                (0..b.num_rows())
+                    .map(move |r| (ids.value(r), ns.value(r)))
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        rows.sort_unstable();
+        rows
+    }
+
+    #[tokio::test]
+    async fn kept_and_reread_logs_pick_the_same_winners() {
+        let layout = layout(false);
+        let expected = vec![(1, 10), (2, 20)];
+        assert_eq!(live_rows(&layout, usize::MAX).await, expected);
+        assert_eq!(live_rows(&layout, 0).await, expected);
+    }
+
+    #[tokio::test]
+    async fn ignored_deletes_pick_the_newest_upsert() {
+        // Deletes Paimon ignores have no key number: the winners skip them.
+        let layout = layout(true);
+        let expected = vec![(1, 10), (2, 20), (3, 3), (4, 4)];
+        assert_eq!(live_rows(&layout, usize::MAX).await, expected);
+        assert_eq!(live_rows(&layout, 0).await, expected);
     }
 }
