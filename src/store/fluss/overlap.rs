@@ -22,7 +22,7 @@ use crate::error::Result;
 
 /// Runs `describe` alongside `lake` followed by `ends`. `describe`'s error
 /// comes first: it says whether the table exists at all, which the other
-/// calls' errors do not.
+/// calls' errors do not; and it comes at once, ending the other calls.
 pub(crate) async fn plan_calls<Info, Lake, Ends, E>(
     describe: impl Future<Output = Result<Info>>,
     lake: impl Future<Output = Result<Lake>>,
@@ -36,10 +36,23 @@ where
         let ends = ends().await?;
         Ok::<_, crate::error::Error>((lake, ends))
     };
-    let (info, chain) = futures::future::join(describe, chain).await;
-    let info = info?;
-    let (lake, ends) = chain?;
-    Ok((info, lake, ends))
+    let describe = describe.fuse();
+    let chain = chain.fuse();
+    futures::pin_mut!(describe, chain);
+    futures::select_biased! {
+        // A failed description ends the read at once: a cluster that refuses
+        // the table need not be waited for on the other calls.
+        info = describe => {
+            let info = info?;
+            let (lake, ends) = chain.await?;
+            Ok((info, lake, ends))
+        }
+        done = chain => {
+            let info = describe.await?;
+            let (lake, ends) = done?;
+            Ok((info, lake, ends))
+        }
+    }
 }
 
 /// Runs `work` alongside `check`, and hands back `work`'s result only once
@@ -165,6 +178,23 @@ mod tests {
         .await
         .expect_err("fails");
         assert!(error.to_string().contains("no offsets"), "{error}");
+    }
+
+    #[tokio::test]
+    async fn a_failed_description_does_not_wait_for_the_other_calls() {
+        let describe = async { Err::<(), _>(failure("no such table")) };
+        let error = tokio::time::timeout(
+            Duration::from_secs(5),
+            plan_calls(
+                describe,
+                futures::future::pending::<Result<()>>(),
+                || async { Ok(()) },
+            ),
+        )
+        .await
+        .expect("waited for the lake snapshot after the description failed")
+        .expect_err("fails");
+        assert!(error.to_string().contains("no such table"), "{error}");
     }
 
     #[tokio::test]
