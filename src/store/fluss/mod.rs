@@ -469,8 +469,8 @@ impl LakestreamStore for FlussStore {
 impl FlussStore {
     /// Fixes a read of `table`'s log: the Fluss table as it is now, from the
     /// tiered snapshot's offsets to the latest ones. The table's description
-    /// is asked alongside the lake snapshot, and the latest offsets once the
-    /// lake snapshot answered (see `overlap`).
+    /// is asked alongside the lake snapshot, and the latest offsets of the
+    /// buckets it names once both answered (see `overlap`).
     async fn plan_log(&self, table: &Table, target: Target) -> Result<StoreRead> {
         let shape = FlussShape::of(table)?;
         self.check_lake(&target).await?;
@@ -487,31 +487,7 @@ impl FlussStore {
             planned: true,
             ..target.clone()
         };
-        // The offsets are asked for the buckets the connection's metadata
-        // knows from earlier calls, checked against the description below.
-        // Without them (the first read of the table), the description comes
-        // first.
-        let known: Option<Vec<i32>> = self
-            .connection
-            .get_metadata()
-            .get_cluster()
-            .get_table(&target.path)
-            .ok()
-            .map(|info| (0..info.get_num_buckets()).collect());
-        let (described, buckets) = match known {
-            Some(buckets) => (None, buckets),
-            None => {
-                let info = self.table_info(&target).await?;
-                let buckets = (0..info.get_num_buckets()).collect();
-                (Some(info), buckets)
-            }
-        };
-        let describe = async {
-            match described {
-                Some(info) => Ok(info),
-                None => self.table_info(&target).await,
-            }
-        };
+        let describe = self.table_info(&target);
         let lake = async {
             match planned
                 .answer(
@@ -525,7 +501,10 @@ impl FlussStore {
                 Err(e) => Err(planned.fluss_error("find the tiered snapshot of", e)),
             }
         };
-        let latest = |buckets: Vec<i32>| {
+        // The offsets of the buckets the description names, asked once it
+        // and the lake snapshot answered (see `overlap`).
+        let latest = |info: &TableInfo| {
+            let buckets: Vec<i32> = (0..info.get_num_buckets()).collect();
             let (admin, planned) = (&admin, &planned);
             async move {
                 planned
@@ -536,21 +515,13 @@ impl FlussStore {
                     .map(|ends| (buckets, ends))
             }
         };
-        let (info, lake, (mut buckets, mut ends)) =
-            overlap::plan_calls(describe, lake, || latest(buckets)).await?;
+        let (info, lake, (buckets, ends)) = overlap::plan_calls(describe, lake, latest).await?;
         if let Some(reason) = shape.mismatch(&info) {
             return Err(FlussStoreError::Mismatch {
                 table: target.name.clone(),
                 reason,
             }
             .into());
-        }
-        // The coordinator's bucket count decides: offsets asked for others
-        // (metadata from before the table was created again) are asked
-        // again, still after the lake snapshot.
-        let described: Vec<i32> = (0..info.get_num_buckets()).collect();
-        if buckets != described {
-            (buckets, ends) = latest(described).await?;
         }
         // From here on the read belongs to this Fluss table.
         let target = Arc::new(planned);

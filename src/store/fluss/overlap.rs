@@ -5,9 +5,14 @@
 //!
 //! - Planning describes the table (its id and columns, from the
 //!   coordinator) alongside the lake snapshot. The latest offsets are asked
-//!   only after the lake snapshot answered: the offsets must come from a log
-//!   at least as long as the one the lake snapshot tiered, or a tiering round
-//!   that finishes in between would make its offsets look past the log's end.
+//!   only after both answered: they must come from a log at least as long as
+//!   the one the lake snapshot tiered (or a tiering round that finishes in
+//!   between would make its offsets look past the log's end), and from the
+//!   table the description names, for the buckets it names. A table dropped
+//!   and created again after the description is then caught by the check at
+//!   run time (the coordinator names another table id); offsets asked before
+//!   the description answered could be the old table's, planned under the
+//!   new table's id, and a read of them could mix the two or wait forever.
 //! - Running a bounded read sends its first fetch alongside the check that the
 //!   coordinator still names the table the read was planned on. No row is
 //!   handed on before the check passed, and a failed check is the read's
@@ -20,39 +25,35 @@ use futures::FutureExt;
 
 use crate::error::Result;
 
-/// Runs `describe` alongside `lake` followed by `ends`. `describe`'s error
-/// comes first: it says whether the table exists at all, which the other
-/// calls' errors do not; and it comes at once, ending the other calls.
+/// Runs `describe` alongside `lake`, then `ends` with the description.
+/// `describe`'s error comes first: it says whether the table exists at all,
+/// which the other calls' errors do not; and it comes at once, ending the
+/// other call.
 pub(crate) async fn plan_calls<Info, Lake, Ends, E>(
     describe: impl Future<Output = Result<Info>>,
     lake: impl Future<Output = Result<Lake>>,
-    ends: impl FnOnce() -> E,
+    ends: impl FnOnce(&Info) -> E,
 ) -> Result<(Info, Lake, Ends)>
 where
     E: Future<Output = Result<Ends>>,
 {
-    let chain = async {
-        let lake = lake.await?;
-        let ends = ends().await?;
-        Ok::<_, crate::error::Error>((lake, ends))
-    };
     let describe = describe.fuse();
-    let chain = chain.fuse();
-    futures::pin_mut!(describe, chain);
-    futures::select_biased! {
+    let lake = lake.fuse();
+    futures::pin_mut!(describe, lake);
+    let (info, lake) = futures::select_biased! {
         // A failed description ends the read at once: a cluster that refuses
-        // the table need not be waited for on the other calls.
+        // the table need not be waited for on the other call.
         info = describe => {
             let info = info?;
-            let (lake, ends) = chain.await?;
-            Ok((info, lake, ends))
+            (info, lake.await?)
         }
-        done = chain => {
+        done = lake => {
             let info = describe.await?;
-            let (lake, ends) = done?;
-            Ok((info, lake, ends))
+            (info, done?)
         }
-    }
+    };
+    let ends = ends(&info).await?;
+    Ok((info, lake, ends))
 }
 
 /// Runs `work` alongside `check`, and hands back `work`'s result only once
@@ -121,7 +122,7 @@ mod tests {
         };
         let planned = tokio::time::timeout(
             Duration::from_secs(5),
-            plan_calls(describe, lake, || async { Ok("ends") }),
+            plan_calls(describe, lake, |_| async { Ok("ends") }),
         )
         .await
         .expect("the calls wait for each other: they were not sent together")
@@ -146,13 +147,53 @@ mod tests {
             e2.push("lake answered");
             Ok(())
         };
-        let ends = move || async move {
+        let ends = move |_: &()| async move {
             e3.push("ends asked");
             Ok(())
         };
         plan_calls(describe, lake, ends).await.expect("planned");
         let list = events.list();
         let answered = list.iter().position(|e| *e == "lake answered");
+        let asked = list.iter().position(|e| *e == "ends asked");
+        assert!(
+            matches!((answered, asked), (Some(a), Some(b)) if a < b),
+            "{list:?}"
+        );
+    }
+
+    /// The offsets are asked of the table the description named, for its
+    /// buckets: never before the description answered, even when the lake
+    /// snapshot answers first.
+    #[tokio::test]
+    async fn the_offsets_are_asked_only_after_the_description_answered() {
+        let events = Events::default();
+        let (e1, e2, e3) = (events.clone(), events.clone(), events.clone());
+        let describe = async move {
+            e1.push("describe asked");
+            for _ in 0..10 {
+                tokio::task::yield_now().await;
+            }
+            e1.push("describe answered");
+            Ok(4)
+        };
+        let lake = async move {
+            e2.push("lake answered");
+            Ok(())
+        };
+        let ends = move |buckets: &i32| {
+            let buckets = *buckets;
+            async move {
+                e3.push("ends asked");
+                Ok(buckets)
+            }
+        };
+        let (_, _, asked_for) = plan_calls(describe, lake, ends).await.expect("planned");
+        assert_eq!(
+            asked_for, 4,
+            "the offsets are asked for the described buckets"
+        );
+        let list = events.list();
+        let answered = list.iter().position(|e| *e == "describe answered");
         let asked = list.iter().position(|e| *e == "ends asked");
         assert!(
             matches!((answered, asked), (Some(a), Some(b)) if a < b),
@@ -167,12 +208,12 @@ mod tests {
             Err::<(), _>(failure("no such table"))
         };
         let lake = async { Err::<(), _>(failure("lake failed")) };
-        let error = plan_calls(describe, lake, || async { Ok(()) })
+        let error = plan_calls(describe, lake, |_| async { Ok(()) })
             .await
             .expect_err("fails");
         assert!(error.to_string().contains("no such table"), "{error}");
         // Without an error of its own, the chain's error is the answer.
-        let error = plan_calls(async { Ok(()) }, async { Ok(()) }, || async {
+        let error = plan_calls(async { Ok(()) }, async { Ok(()) }, |_| async {
             Err::<(), _>(failure("no offsets"))
         })
         .await
@@ -188,7 +229,7 @@ mod tests {
             plan_calls(
                 describe,
                 futures::future::pending::<Result<()>>(),
-                || async { Ok(()) },
+                |_| async { Ok(()) },
             ),
         )
         .await
