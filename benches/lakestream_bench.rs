@@ -78,7 +78,7 @@ struct Args {
     object_latency: Option<String>,
 
     /// Run only these parts (comma-separated): freshness, backlog, inserts,
-    /// reads, tiering, soak.
+    /// reads, tiered-reads (with `--after-tiering`), tiering, soak.
     #[arg(long, value_name = "PARTS")]
     only: Option<String>,
 
@@ -90,6 +90,14 @@ struct Args {
     /// with and without maintenance.
     #[arg(long, value_name = "FILE")]
     soak_chart: Option<PathBuf>,
+
+    /// With a store its own service tiers (Fluss): also measure a primary-key
+    /// table at 1 % once that service has tiered it
+    /// (`union_read_ratio_pk_1pct_after_tiering`), waiting at most this long
+    /// (`5min`; part `tiered-reads`). The service must run and tier often, e.g.
+    /// `--option fluss.table.datalake.freshness=10s`.
+    #[arg(long, value_name = "DURATION")]
+    after_tiering: Option<String>,
 }
 
 impl Args {
@@ -311,6 +319,7 @@ impl Bench {
         rows: usize,
         store_percent: usize,
         repeats: usize,
+        after_tiering: Option<Duration>,
     ) -> Result<f64, Error> {
         let ddl = if primary_key {
             format!(
@@ -331,6 +340,9 @@ impl Bench {
             self.write_through_store(table, rows - in_store, rows)
                 .await?;
         }
+        if let Some(patience) = after_tiering {
+            self.await_tiering(table, rows, patience).await?;
+        }
         let paimon = format!("SELECT count(*), sum(n) FROM {table}");
         let union = format!("SELECT count(*), sum(n) FROM {table}$rt");
         // Warm both once, then alternate.
@@ -344,6 +356,39 @@ impl Bench {
         }
         ratios.sort_by(f64::total_cmp);
         Ok(percentile(&ratios, 0.5))
+    }
+
+    /// Waits until the store's own tiering service has put every one of
+    /// `table`'s `rows` rows (keys `0..rows`) into Paimon: the rows written
+    /// through the store have keys Paimon did not hold.
+    async fn await_tiering(
+        &self,
+        table: &str,
+        rows: usize,
+        patience: Duration,
+    ) -> Result<(), Error> {
+        let started = Instant::now();
+        let count = format!("SELECT id FROM {table}");
+        loop {
+            let tiered = self.rows(&count).await?;
+            if tiered >= rows {
+                eprintln!(
+                    "  {table}: tiered by the store's service after {:.0?}",
+                    started.elapsed()
+                );
+                return Ok(());
+            }
+            if started.elapsed() > patience {
+                return Err(format!(
+                    "{table}: the store's tiering service tiered {tiered} of {rows} rows within \
+                     {patience:?}; is it running (scripts/fluss-cluster.sh tiering-start), and is \
+                     'table.datalake.freshness' short (--option \
+                     fluss.table.datalake.freshness=10s)?"
+                )
+                .into());
+            }
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
     }
 
     async fn tiering(&self, rows: usize) -> Result<(f64, f64), Error> {
@@ -592,6 +637,7 @@ fn chart(figures: &BTreeMap<&'static str, f64>) -> String {
                 "union_read_ratio_pk_0pct",
                 "union_read_ratio_pk_1pct",
                 "union_read_ratio_pk_10pct",
+                "union_read_ratio_pk_1pct_after_tiering",
             ],
         ),
     ];
@@ -652,11 +698,12 @@ fn chart(figures: &BTreeMap<&'static str, f64>) -> String {
 }
 
 /// The parts `--only` names.
-const PARTS: [&str; 6] = [
+const PARTS: [&str; 7] = [
     "freshness",
     "backlog",
     "inserts",
     "reads",
+    "tiered-reads",
     "tiering",
     "soak",
 ];
@@ -666,6 +713,13 @@ async fn bench(args: Args) -> Result<(), Error> {
     if let Some(rounds) = args.soak_rounds {
         sizes.soak_rounds = rounds;
     }
+    let after_tiering = match &args.after_tiering {
+        Some(patience) => Some(
+            paimon_lakestream::options::parse_duration(patience)
+                .map_err(|e| format!("--after-tiering: {e}"))?,
+        ),
+        None => None,
+    };
     if let Some(only) = &args.only {
         for part in only.split(',') {
             if !PARTS.contains(&part.trim()) {
@@ -796,11 +850,28 @@ async fn bench(args: Args) -> Result<(), Error> {
                     sizes.read_rows,
                     percent,
                     sizes.read_repeats,
+                    None,
                 )
                 .await?;
             figures.insert(name, ratio);
         }
         eprintln!("  {kind} reads done ({:.0?})", started.elapsed());
+    }
+    if let (true, Some(patience)) = (args.runs("tiered-reads"), after_tiering) {
+        // A primary-key table once the store's own tiering service has
+        // tiered it: the store's log past the lake snapshot is what is left.
+        let ratio = bench
+            .read_ratio(
+                "read_pk_1_tiered",
+                true,
+                sizes.read_rows,
+                1,
+                sizes.read_repeats,
+                Some(patience),
+            )
+            .await?;
+        figures.insert("union_read_ratio_pk_1pct_after_tiering", ratio);
+        eprintln!("  pk reads after tiering done ({:.0?})", started.elapsed());
     }
     if args.runs("tiering") {
         let (rows_per_s, vs_insert) = if bench.store == "local" {

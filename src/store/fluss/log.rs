@@ -15,8 +15,10 @@ use std::time::Duration;
 use arrow::array::{ArrayRef, RecordBatch, UInt32Array};
 use arrow::compute::{cast, take};
 use arrow::datatypes::SchemaRef;
-use fluss::client::{BoundedLogReadRange, FlussConnection, RecordBatchLogReader, EARLIEST_OFFSET};
-use fluss::metadata::TableBucket;
+use fluss::client::{
+    BoundedLogReadRange, FlussConnection, FlussTable, RecordBatchLogReader, EARLIEST_OFFSET,
+};
+use fluss::metadata::{TableBucket, TableInfo};
 use fluss::record::{ChangeType, ScanRecord};
 use futures::{Stream, StreamExt};
 
@@ -55,6 +57,8 @@ pub(crate) struct FlussLog {
     pub(crate) target: Arc<Target>,
     pub(crate) connection: Arc<FlussConnection>,
     pub(crate) table_id: i64,
+    /// The coordinator's description of the table `table_id`, as planned.
+    pub(crate) info: TableInfo,
     pub(crate) ranges: Vec<BucketRange>,
     /// The table's columns as the core gets them
     /// ([`crate::store::table_arrow_schema`]).
@@ -95,6 +99,7 @@ impl FlussLog {
             target: Arc::clone(&self.target),
             connection: Arc::clone(&self.connection),
             table_id: self.table_id,
+            info: self.info.clone(),
             schema: Arc::clone(&self.schema),
         };
         let ranges: Vec<BucketRange> = if bounded {
@@ -147,37 +152,58 @@ struct LogReader {
     target: Arc<Target>,
     connection: Arc<FlussConnection>,
     table_id: i64,
+    info: TableInfo,
     schema: SchemaRef,
 }
 
 impl LogReader {
     /// Log tables, bounded: fluss-rs's bounded reader over the ranges.
+    ///
+    /// The reader works on the table as planned, whose buckets' leaders the
+    /// planning's calls left in the connection's metadata: its first fetch
+    /// goes out at once, alongside the check that the coordinator still names
+    /// the planned table (see `overlap`). Fetches name the planned table id,
+    /// so they never bring another table's rows.
     fn bounded_batches(self, ranges: Vec<BucketRange>) -> BatchStream {
         let this = self.clone();
         let setup = async move {
-            let table = this.target.planned(&this.connection, this.table_id).await?;
-            let scanner = table
-                .new_scan()
-                .create_record_batch_log_scanner()
-                .map_err(|e| this.target.fluss_error("read the log of", e))?;
-            let ranges = ranges
-                .iter()
-                .map(|r| BoundedLogReadRange {
-                    bucket: TableBucket::new(this.table_id, r.bucket),
-                    starting_offset: r.start,
-                    stopping_offset: r.end,
-                })
-                .collect();
-            this.target
-                .bounded(
-                    "read the log of",
-                    RecordBatchLogReader::new_from_ranges(scanner, ranges),
-                )
-                .await
+            let check = this.target.planned(&this.connection, this.table_id);
+            let first = async {
+                let table = FlussTable::new(
+                    &this.connection,
+                    this.connection.get_metadata(),
+                    this.info.clone(),
+                );
+                let scanner = table
+                    .new_scan()
+                    .create_record_batch_log_scanner()
+                    .map_err(|e| this.target.fluss_error("read the log of", e))?;
+                let ranges = ranges
+                    .iter()
+                    .map(|r| BoundedLogReadRange {
+                        bucket: TableBucket::new(this.table_id, r.bucket),
+                        starting_offset: r.start,
+                        stopping_offset: r.end,
+                    })
+                    .collect();
+                let mut reader = this
+                    .target
+                    .bounded(
+                        "read the log of",
+                        RecordBatchLogReader::new_from_ranges(scanner, ranges),
+                    )
+                    .await?;
+                let first = reader
+                    .next_batch()
+                    .await
+                    .map_err(|e| this.target.fluss_error("read the log of", e))?;
+                Ok((first, reader))
+            };
+            super::overlap::checked(check, first).await
         };
-        after_setup(setup, move |reader| {
-            reader
-                .into_stream()
+        after_setup(setup, move |(first, reader)| {
+            futures::stream::iter(first.map(Ok))
+                .chain(reader.into_stream())
                 .map(move |batch| {
                     let batch = batch.map_err(|e| self.target.fluss_error("read the log of", e))?;
                     self.to_change_batch(batch.batch(), None)

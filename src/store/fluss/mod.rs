@@ -56,6 +56,7 @@ mod identity;
 mod lake;
 mod log;
 mod options;
+mod overlap;
 mod probe;
 mod schema;
 mod target;
@@ -467,11 +468,54 @@ impl LakestreamStore for FlussStore {
 
 impl FlussStore {
     /// Fixes a read of `table`'s log: the Fluss table as it is now, from the
-    /// tiered snapshot's offsets to the latest ones.
-    async fn plan_log(&self, table: &Table, mut target: Target) -> Result<StoreRead> {
+    /// tiered snapshot's offsets to the latest ones. The table's description
+    /// is asked alongside the lake snapshot, and the latest offsets of the
+    /// buckets it names once both answered (see `overlap`).
+    async fn plan_log(&self, table: &Table, target: Target) -> Result<StoreRead> {
         let shape = FlussShape::of(table)?;
         self.check_lake(&target).await?;
-        let info = self.table_info(&target).await?;
+        let admin = self
+            .connection
+            .admin()
+            .await
+            .map_err(|e| target.fluss_error("reach", e))?;
+        // The lake snapshot and the offsets are asked of the table the
+        // description names: a table missing to them was dropped meanwhile
+        // (the description's own error comes first, and says whether the
+        // table was there at all).
+        let planned = Target {
+            planned: true,
+            ..target.clone()
+        };
+        let describe = self.table_info(&target);
+        let lake = async {
+            match planned
+                .answer(
+                    "find the tiered snapshot of",
+                    admin.get_lake_snapshot(&planned.path, None, Some(true)),
+                )
+                .await?
+            {
+                Ok(snapshot) => Ok(Some(snapshot)),
+                Err(e) if e.api_error() == Some(FlussError::LakeSnapshotNotExist) => Ok(None),
+                Err(e) => Err(planned.fluss_error("find the tiered snapshot of", e)),
+            }
+        };
+        // The offsets of the buckets the description names, asked once it
+        // and the lake snapshot answered (see `overlap`).
+        let latest = |info: &TableInfo| {
+            let buckets: Vec<i32> = (0..info.get_num_buckets()).collect();
+            let (admin, planned) = (&admin, &planned);
+            async move {
+                planned
+                    .retrying("find the latest offsets of", || {
+                        admin.list_offsets(&planned.path, &buckets, OffsetSpec::Latest)
+                    })
+                    .await
+                    .map(|ends| (buckets, ends))
+            }
+        };
+        let (info, lake, (buckets, ends)) = overlap::plan_calls(describe, lake, latest).await?;
         if let Some(reason) = shape.mismatch(&info) {
             return Err(FlussStoreError::Mismatch {
                 table: target.name.clone(),
@@ -479,31 +523,8 @@ impl FlussStore {
             }
             .into());
         }
-        let admin = self
-            .connection
-            .admin()
-            .await
-            .map_err(|e| target.fluss_error("reach", e))?;
         // From here on the read belongs to this Fluss table.
-        target.planned = true;
-        let target = Arc::new(target);
-        let lake = match target
-            .answer(
-                "find the tiered snapshot of",
-                admin.get_lake_snapshot(&target.path, None, Some(true)),
-            )
-            .await?
-        {
-            Ok(snapshot) => Some(snapshot),
-            Err(e) if e.api_error() == Some(FlussError::LakeSnapshotNotExist) => None,
-            Err(e) => return Err(target.fluss_error("find the tiered snapshot of", e)),
-        };
-        let buckets: Vec<i32> = (0..info.get_num_buckets()).collect();
-        let ends = target
-            .retrying("find the latest offsets of", || {
-                admin.list_offsets(&target.path, &buckets, OffsetSpec::Latest)
-            })
-            .await?;
+        let target = Arc::new(planned);
         // The lake snapshot of a table created again since `info` was read
         // says nothing about this one.
         if lake
@@ -518,7 +539,7 @@ impl FlussStore {
         }
         let (snapshot_id, tiered): (Option<i64>, HashMap<i32, i64>) = match &lake {
             Some(lake) => {
-                let tiered = lake
+                let tiered: HashMap<i32, i64> = lake
                     .bucket_snapshots
                     .iter()
                     .filter(|b| b.partition_id.is_none())
@@ -550,6 +571,7 @@ impl FlussStore {
                 target,
                 connection: Arc::clone(&self.connection),
                 table_id: info.get_table_id(),
+                info,
                 ranges,
                 schema: table_arrow_schema(table)?,
             }),

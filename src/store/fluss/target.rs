@@ -4,6 +4,7 @@
 use super::*;
 
 /// A table's Fluss side as one read or write sees it.
+#[derive(Clone)]
 pub(crate) struct Target {
     pub(crate) path: TablePath,
     /// The Paimon table's full name (the Fluss table has the same).
