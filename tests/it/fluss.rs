@@ -59,24 +59,45 @@ impl Cluster {
                 extra = format!("{extra}\n{value}");
             }
         }
-        let output = Command::new(script())
-            .arg("start")
-            .envs(
-                env.iter()
-                    .copied()
-                    .filter(|(k, _)| *k != "FLUSS_EXTRA_CONFIG"),
-            )
-            .env("FLUSS_STATE_FILE", &state_file)
-            .env("FLUSS_EXTRA_CONFIG", extra)
-            .stdin(Stdio::null())
-            .stderr(Stdio::inherit())
-            .output()
-            .map_err(|e| format!("cannot run {}: {e}", script().display()))?;
+        // A start can fail for reasons of the moment: a coordinator that
+        // loses ZooKeeper while other clusters start on a loaded machine
+        // exits. The script stops what it started; one more try follows.
+        let start = || {
+            Command::new(script())
+                .arg("start")
+                .envs(
+                    env.iter()
+                        .copied()
+                        .filter(|(k, _)| *k != "FLUSS_EXTRA_CONFIG"),
+                )
+                .env("FLUSS_STATE_FILE", &state_file)
+                .env("FLUSS_EXTRA_CONFIG", &extra)
+                .stdin(Stdio::null())
+                .stderr(Stdio::inherit())
+                .output()
+                .map_err(|e| format!("cannot run {}: {e}", script().display()))
+        };
+        let mut output = start()?;
         // Whatever happened, the watchdog stops what was started.
         spawn_watchdog(&state_file, dir);
         if !output.status.success() {
+            eprintln!(
+                "scripts/fluss-cluster.sh start failed ({}); stopping what is left and trying once more",
+                output.status
+            );
+            let _ = Command::new(script())
+                .arg("stop")
+                .env("FLUSS_STATE_FILE", &state_file)
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::inherit())
+                .status();
+            std::thread::sleep(Duration::from_secs(5));
+            output = start()?;
+        }
+        if !output.status.success() {
             return Err(format!(
-                "scripts/fluss-cluster.sh start failed ({}); see its output above",
+                "scripts/fluss-cluster.sh start failed twice ({}); see its output above",
                 output.status
             ));
         }

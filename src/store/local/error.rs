@@ -62,6 +62,15 @@ pub(crate) enum LocalStoreError {
         source: std::io::Error,
     },
 
+    /// Reading a file on local disk failed.
+    #[error("read '{path}': {source}")]
+    ReadFile {
+        /// The object's path under the root.
+        path: Path,
+        /// The file system's error.
+        source: std::io::Error,
+    },
+
     /// Writing an object failed.
     #[error("write '{path}': {source}")]
     WriteObject {
@@ -228,6 +237,7 @@ impl LocalStoreError {
             | LocalStoreError::ListLease { .. }
             | LocalStoreError::Probe { .. }
             | LocalStoreError::WriteFile { .. }
+            | LocalStoreError::ReadFile { .. }
             | LocalStoreError::WriteObject { .. }
             | LocalStoreError::Lock { .. }
             | LocalStoreError::CurrentDir { .. }
@@ -328,6 +338,13 @@ mod tests {
                 LocalStoreError::WriteFile {
                     path: Path::from("t/log/1.seg"),
                     source: std::io::Error::other("disk full"),
+                },
+                ErrorKind::Unavailable,
+            ),
+            (
+                LocalStoreError::ReadFile {
+                    path: Path::from("t/table.json"),
+                    source: std::io::Error::other("i/o error"),
                 },
                 ErrorKind::Unavailable,
             ),

@@ -85,6 +85,9 @@ pub(crate) enum TierLock {
     InProcess,
 }
 
+/// A held lock file and the files read under it (`None`: absent).
+pub(crate) type LockedReads = (std::fs::File, Vec<Option<Bytes>>);
+
 /// Whether `put_new` created the object or found its name taken.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Created {
@@ -290,10 +293,15 @@ impl Root {
                 _lease: Lease::acquire(self, table_dir, self.lease_ttl).await?,
             });
         }
-        Ok(match self.lock_file(table_dir, "tier.lock", false).await? {
-            Some(file) => TierLock::File { _file: file },
-            None => TierLock::InProcess,
-        })
+        Ok(
+            match self
+                .lock_file(table_dir, "tier.lock", false, Vec::new())
+                .await?
+            {
+                Some((file, _)) => TierLock::File { _file: file },
+                None => TierLock::InProcess,
+            },
+        )
     }
 
     /// Holds the table's trim lock until dropped: shared by writes between
@@ -306,7 +314,22 @@ impl Root {
         table_dir: &Path,
         shared: bool,
     ) -> Result<Option<std::fs::File>> {
-        self.lock_file(table_dir, "trim.lock", shared).await
+        Ok(self
+            .lock_file(table_dir, "trim.lock", shared, Vec::new())
+            .await?
+            .map(|(lock, _)| lock))
+    }
+
+    /// [`Self::lock_trim`], shared, and then the objects `paths` read
+    /// under it (each `None` when absent), in the same trip to the
+    /// blocking pool: a write's checks cost one hop, not one per file.
+    /// `None` off local disk.
+    pub(crate) async fn lock_trim_reading(
+        &self,
+        table_dir: &Path,
+        paths: Vec<Path>,
+    ) -> Result<Option<LockedReads>> {
+        self.lock_file(table_dir, "trim.lock", true, paths).await
     }
 
     async fn lock_file(
@@ -314,8 +337,16 @@ impl Root {
         table_dir: &Path,
         name: &str,
         shared: bool,
-    ) -> Result<Option<std::fs::File>> {
+        paths: Vec<Path>,
+    ) -> Result<Option<LockedReads>> {
         let Some(file) = self.local_file(&table_dir.clone().join(name)) else {
+            return Ok(None);
+        };
+        let Some(files) = paths
+            .iter()
+            .map(|path| self.local_file(path))
+            .collect::<Option<Vec<_>>>()
+        else {
             return Ok(None);
         };
         let top = self.local_dir.clone();
@@ -333,7 +364,13 @@ impl Root {
             } else {
                 lock.lock()?;
             }
-            Ok::<_, std::io::Error>(lock)
+            // Read only once the lock is held, and in this thread.
+            let read = files.iter().map(|file| match std::fs::read(file) {
+                Ok(bytes) => Ok(Some(Bytes::from(bytes))),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+                Err(e) => Err(e),
+            });
+            Ok::<_, std::io::Error>((lock, read.collect::<Vec<_>>()))
         })
         .await
         .map_err(|source| LocalStoreError::Blocking {
@@ -344,7 +381,13 @@ impl Root {
             name: name.to_string(),
             source,
         })?;
-        Ok(Some(locked))
+        let (lock, read) = locked;
+        let read = read
+            .into_iter()
+            .zip(paths)
+            .map(|(read, path)| read.map_err(|source| LocalStoreError::ReadFile { path, source }))
+            .collect::<std::result::Result<Vec<_>, _>>()?;
+        Ok(Some((lock, read)))
     }
 
     /// Creates `path` with `bytes` if no object has that name, durably and
@@ -652,4 +695,47 @@ pub(crate) fn to_url(location: &str) -> Result<Url> {
         key: "local.path".to_string(),
         reason: format!("'{location}' is not a usable directory path"),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A write's checks read their files while it holds the trim lock, in
+    /// the lock's own trip: an exclusive holder (a trim, a drop) cannot run
+    /// between the lock and the reads.
+    #[tokio::test]
+    async fn files_are_read_under_a_held_trim_lock() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let root = Root::open(
+            &dir.path().display().to_string(),
+            &S3Options::default(),
+            Duration::from_secs(60),
+        )
+        .expect("a local root");
+        let table = Path::from("db/t");
+        let there = table.clone().join("table.json");
+        let absent = table.clone().join("tiered.json");
+        root.put_replace(&there, Bytes::from_static(b"{}"))
+            .await
+            .expect("a put");
+        let (lock, read) = root
+            .lock_trim_reading(&table, vec![there, absent])
+            .await
+            .expect("the lock and the reads")
+            .expect("a local root locks");
+        assert_eq!(read, vec![Some(Bytes::from_static(b"{}")), None]);
+        // Held shared: an exclusive lock must wait until it goes.
+        let file = dir.path().join("db/t/trim.lock");
+        let exclusive = std::fs::OpenOptions::new()
+            .write(true)
+            .open(&file)
+            .expect("the lock file");
+        assert!(
+            exclusive.try_lock().is_err(),
+            "a trim got in under a write's lock"
+        );
+        drop(lock);
+        assert!(exclusive.try_lock().is_ok());
+    }
 }

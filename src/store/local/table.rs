@@ -697,7 +697,17 @@ impl TableState {
         &self,
         location: &Path,
     ) -> Result<Option<T>> {
-        let Some(bytes) = self.root.get(location).await? else {
+        let bytes = self.root.get(location).await?;
+        self.parse_json(location, bytes)
+    }
+
+    /// [`Self::read_json`] of `bytes`, read from `location` already.
+    fn parse_json<T: serde::de::DeserializeOwned>(
+        &self,
+        location: &Path,
+        bytes: Option<Bytes>,
+    ) -> Result<Option<T>> {
+        let Some(bytes) = bytes else {
             return Ok(None);
         };
         serde_json::from_slice(&bytes).map(Some).map_err(|source| {
@@ -713,7 +723,17 @@ impl TableState {
     /// table: the cache of an incarnation this process knew is reused, any
     /// other is dropped.
     pub(crate) async fn current(&self, table: &Table) -> Result<Arc<Incarnation>> {
-        let meta = self.read_meta().await?.ok_or_else(|| self.missing())?;
+        let meta = self.read_meta().await?;
+        self.current_from(meta, table).await
+    }
+
+    /// [`Self::current`] from `table.json` as read just now.
+    async fn current_from(
+        &self,
+        meta: Option<TableMeta>,
+        table: &Table,
+    ) -> Result<Arc<Incarnation>> {
+        let meta = meta.ok_or_else(|| self.missing())?;
         let incarnation = {
             let mut current = self.current.lock().unwrap_or_else(|e| e.into_inner());
             match current.as_ref() {
@@ -1049,11 +1069,10 @@ impl TableState {
         // From checking the incarnation to the put, no segment is deleted
         // and the table is not dropped: both take this lock exclusively (on
         // local disk; elsewhere the retention and the checks below see to it).
-        let trim_lock = self.root.lock_trim(&self.dir, true).await?;
         // Never below what tiering passed, whatever this process cached
         // (read before this process's other writes are waited for: a put
         // long after it is checked against the retention below).
-        let (incarnation, _, tiered) = self.current_and_tiered(table).await?;
+        let (trim_lock, incarnation, tiered) = self.locked_and_tiered(table).await?;
         if expect.is_some_and(|expected| expected.id != incarnation.id) {
             return Err(Error::WriteNotApplied {
                 table: self.name(),
@@ -1499,6 +1518,59 @@ impl TableState {
         self.tiered_from(incarnation, table, known, latest).await
     }
 
+    /// A write's trim lock (shared; `None` off local disk), then the
+    /// incarnation `table.json` names and the tiered position
+    /// ([`Self::tiered`]) as of holding it. On local disk, with an
+    /// incarnation known, `table.json` and that incarnation's marker and
+    /// proof are read in the lock's own trip to the blocking pool, and
+    /// Paimon's latest snapshot id beside it: read before the lock, it may
+    /// be older than the marker read under it, which [`Self::tiered_from`]
+    /// sees and reads again; an older one otherwise only finds less tiered,
+    /// never a position a trim passed (trims follow their marker).
+    async fn locked_and_tiered(
+        &self,
+        table: &Table,
+    ) -> Result<(Option<std::fs::File>, Arc<Incarnation>, u64)> {
+        let guess = self
+            .current
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        if let Some(guess) = guess.filter(|_| self.root.local_dir.is_some()) {
+            let meta = path::table_meta(&self.dir);
+            let marker = path::tiered_marker(&guess.dir);
+            let proof = path::tiered_proof(&guess.dir);
+            let paths = vec![meta.clone(), marker.clone(), proof.clone()];
+            let manager = table.snapshot_manager();
+            let (locked, latest) = futures::join!(
+                self.root.lock_trim_reading(&self.dir, paths),
+                manager.get_latest_snapshot_id()
+            );
+            if let Some((lock, read)) = locked? {
+                let mut read = read.into_iter();
+                let mut next = || read.next().flatten();
+                let (meta_bytes, marker_bytes, proof_bytes) = (next(), next(), next());
+                let incarnation = self
+                    .current_from(self.parse_json(&meta, meta_bytes)?, table)
+                    .await?;
+                let (_, tiered) = if Arc::ptr_eq(&incarnation, &guess) {
+                    let known = Self::more_known(
+                        self.parse_json(&marker, marker_bytes)?,
+                        self.parse_json(&proof, proof_bytes)?,
+                    );
+                    self.tiered_from(&incarnation, table, known, latest?)
+                        .await?
+                } else {
+                    self.tiered(&incarnation, table).await?
+                };
+                return Ok((Some(lock), incarnation, tiered));
+            }
+        }
+        let trim_lock = self.root.lock_trim(&self.dir, true).await?;
+        let (incarnation, _, tiered) = self.current_and_tiered(table).await?;
+        Ok((trim_lock, incarnation, tiered))
+    }
+
     /// The incarnation `table.json` names and the tiered position
     /// ([`Self::tiered`]) at once: on an object store each read is a round
     /// trip, so `table.json`, the marker and proof of the incarnation this
@@ -1620,11 +1692,18 @@ impl TableState {
             self.marker(incarnation),
             self.read_json::<TieredMarker>(&proof)
         );
-        let (marker, proof) = (marker?, proof?);
-        Ok(marker
+        Ok(Self::more_known(marker?, proof?))
+    }
+
+    /// Of the marker and the proof, the one that covers more snapshots.
+    fn more_known(
+        marker: Option<TieredMarker>,
+        proof: Option<TieredMarker>,
+    ) -> Option<TieredMarker> {
+        marker
             .into_iter()
             .chain(proof)
-            .max_by_key(|m| m.snapshot_id))
+            .max_by_key(|m| m.snapshot_id)
     }
 
     /// The tiered position when the search down from `latest` found snapshot
