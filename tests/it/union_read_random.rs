@@ -140,6 +140,38 @@ async fn insert(ctx: &LakeStreamContext, shape: Shape, table: &str, rows: &[(u64
     .await;
 }
 
+/// What a history wrote: the model, and the last version written.
+#[derive(Default)]
+struct Written {
+    model: Model,
+    version: i64,
+}
+
+impl Written {
+    /// Writes a new version of each of `keys` to `table` in one statement,
+    /// and to the model.
+    async fn upsert(
+        &mut self,
+        ctx: &LakeStreamContext,
+        shape: Shape,
+        table: &str,
+        rng: &mut Rng,
+        keys: Vec<u64>,
+    ) {
+        let rows: Vec<_> = keys
+            .into_iter()
+            .map(|k| {
+                self.version += 1;
+                (k, format!("v{k}-{}", self.version), rng.below(1000) as i64)
+            })
+            .collect();
+        insert(ctx, shape, table, &rows).await;
+        for (k, v, n) in rows {
+            self.model.insert(k, (v, n));
+        }
+    }
+}
+
 /// Distinct key numbers, `count` of them, from `from..to`.
 fn keys(rng: &mut Rng, count: u64, from: u64, to: u64) -> Vec<u64> {
     let mut picked = std::collections::BTreeSet::new();
@@ -155,23 +187,12 @@ async fn history(ctx: &LakeStreamContext, shape: Shape, seed: u64) {
     let mut rng = Rng(seed);
     let table = format!("t_{}_{seed}", format!("{shape:?}").to_lowercase());
     run(ctx, &shape.ddl(&table)).await;
-    let mut model = Model::new();
-    let mut version: i64 = 0;
-    let mut row = |k: u64, rng: &mut Rng| {
-        version += 1;
-        (k, format!("v{k}-{version}"), rng.below(1000) as i64)
-    };
+    let mut written = Written::default();
     // Paimon: keys in 0..200, in one or two commits.
     for _ in 0..1 + rng.below(2) {
         let count = 20 + rng.below(150);
-        let rows: Vec<_> = keys(&mut rng, count, 0, 200)
-            .into_iter()
-            .map(|k| row(k, &mut rng))
-            .collect();
-        insert(ctx, shape, &table, &rows).await;
-        for (k, v, n) in rows {
-            model.insert(k, (v, n));
-        }
+        let picked = keys(&mut rng, count, 0, 200);
+        written.upsert(ctx, shape, &table, &mut rng, picked).await;
     }
     run(
         ctx,
@@ -184,26 +205,14 @@ async fn history(ctx: &LakeStreamContext, shape: Shape, seed: u64) {
             // New keys only, past Paimon's.
             0..=2 => {
                 let count = 1 + rng.below(40);
-                let rows: Vec<_> = keys(&mut rng, count, 200, 400)
-                    .into_iter()
-                    .map(|k| row(k, &mut rng))
-                    .collect();
-                insert(ctx, shape, &table, &rows).await;
-                for (k, v, n) in rows {
-                    model.insert(k, (v, n));
-                }
+                let picked = keys(&mut rng, count, 200, 400);
+                written.upsert(ctx, shape, &table, &mut rng, picked).await;
             }
             // Anywhere: updates of Paimon's keys and of the store's, new keys.
             3..=5 => {
                 let count = 1 + rng.below(30);
-                let rows: Vec<_> = keys(&mut rng, count, 0, 400)
-                    .into_iter()
-                    .map(|k| row(k, &mut rng))
-                    .collect();
-                insert(ctx, shape, &table, &rows).await;
-                for (k, v, n) in rows {
-                    model.insert(k, (v, n));
-                }
+                let picked = keys(&mut rng, count, 0, 400);
+                written.upsert(ctx, shape, &table, &mut rng, picked).await;
             }
             // Deletes, of present and absent keys, mostly Paimon's.
             6..=7 => {
@@ -217,17 +226,13 @@ async fn history(ctx: &LakeStreamContext, shape: Shape, seed: u64) {
                 )
                 .await;
                 for k in gone {
-                    model.remove(&k);
+                    written.model.remove(&k);
                 }
             }
             // One key, updated: a single candidate among Paimon's rows.
             8 => {
-                let k = rng.below(200);
-                let rows = vec![row(k, &mut rng)];
-                insert(ctx, shape, &table, &rows).await;
-                for (k, v, n) in rows {
-                    model.insert(k, (v, n));
-                }
+                let picked = vec![rng.below(200)];
+                written.upsert(ctx, shape, &table, &mut rng, picked).await;
             }
             // Tiering: Paimon then holds the store's rows so far.
             _ => {
@@ -237,17 +242,17 @@ async fn history(ctx: &LakeStreamContext, shape: Shape, seed: u64) {
         let context = format!("{shape:?}, seed {seed}, after step {step}");
         assert_eq!(
             texts(ctx, &shape.select(&format!("{table}$rt"))).await,
-            expected(shape, &model),
+            expected(shape, &written.model),
             "{context}: t$rt (left), model (right)"
         );
         let counted = run(ctx, &count_query).await;
         let count = counted[0].column(0).as_primitive::<Int64Type>().value(0);
         let sum = counted[0].column(1).as_primitive::<Int64Type>();
         let sum = if sum.is_null(0) { 0 } else { sum.value(0) };
-        let model_sum: i64 = model.values().map(|(_, n)| n).sum();
+        let model_sum: i64 = written.model.values().map(|(_, n)| n).sum();
         assert_eq!(
             (count, sum),
-            (model.len() as i64, model_sum),
+            (written.model.len() as i64, model_sum),
             "{context}: count(*), sum(n) of t$rt (left), model (right)"
         );
     }
