@@ -38,6 +38,26 @@ fn script() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/fluss-cluster.sh")
 }
 
+/// The script with `args` on the cluster recorded in `state_file`.
+fn run_script(state_file: &Path, args: &[&str]) -> Result<(), String> {
+    let command = args.join(" ");
+    let status = Command::new(script())
+        .args(args)
+        .env("FLUSS_STATE_FILE", state_file)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit())
+        .status()
+        .map_err(|e| e.to_string())?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "scripts/fluss-cluster.sh {command} failed: {status}"
+        ))
+    }
+}
+
 impl Cluster {
     /// Starts a cluster whose state is recorded under `dir`, stopped by a
     /// watchdog when this process exits.
@@ -85,13 +105,7 @@ impl Cluster {
                 "scripts/fluss-cluster.sh start failed ({}); stopping what is left and trying once more",
                 output.status
             );
-            let _ = Command::new(script())
-                .arg("stop")
-                .env("FLUSS_STATE_FILE", &state_file)
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(Stdio::inherit())
-                .status();
+            let _ = run_script(&state_file, &["stop"]);
             std::thread::sleep(Duration::from_secs(5));
             output = start()?;
         }
@@ -150,22 +164,7 @@ impl Cluster {
 
     /// The script with `args` (e.g. `["restart-tablet", "1"]`) on this cluster.
     pub(crate) fn run_args(&self, args: &[&str]) -> Result<(), String> {
-        let command = args.join(" ");
-        let status = Command::new(script())
-            .args(args)
-            .env("FLUSS_STATE_FILE", &self.state_file)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
-            .status()
-            .map_err(|e| e.to_string())?;
-        if status.success() {
-            Ok(())
-        } else {
-            Err(format!(
-                "scripts/fluss-cluster.sh {command} failed: {status}"
-            ))
-        }
+        run_script(&self.state_file, args)
     }
 
     /// Fluss's client, for setting up the Fluss side by hand.

@@ -1553,16 +1553,15 @@ impl TableState {
                 let incarnation = self
                     .current_from(self.parse_json(&meta, meta_bytes)?, table)
                     .await?;
-                let (_, tiered) = if Arc::ptr_eq(&incarnation, &guess) {
-                    let known = Self::more_known(
-                        self.parse_json(&marker, marker_bytes)?,
+                let known = self.parse_json(&marker, marker_bytes).and_then(|marker| {
+                    Ok(Self::more_known(
+                        marker,
                         self.parse_json(&proof, proof_bytes)?,
-                    );
-                    self.tiered_from(&incarnation, table, known, latest?)
-                        .await?
-                } else {
-                    self.tiered(&incarnation, table).await?
-                };
+                    ))
+                });
+                let (_, tiered) = self
+                    .tiered_if_guessed(&guess, &incarnation, table, known, latest)
+                    .await?;
                 return Ok((Some(lock), incarnation, tiered));
             }
         }
@@ -1597,13 +1596,28 @@ impl TableState {
             manager.get_latest_snapshot_id()
         );
         let incarnation = incarnation?;
-        let (snapshot, position) = if Arc::ptr_eq(&incarnation, &guess) {
-            self.tiered_from(&incarnation, table, known?, latest?)
-                .await?
-        } else {
-            self.tiered(&incarnation, table).await?
-        };
+        let (snapshot, position) = self
+            .tiered_if_guessed(&guess, &incarnation, table, known, latest)
+            .await?;
         Ok((incarnation, snapshot, position))
+    }
+
+    /// The tiered position from `known` and `latest`, read beside
+    /// `table.json` for the incarnation `guess`: when `table.json` named
+    /// another, they are of the wrong one and it is read again.
+    async fn tiered_if_guessed(
+        &self,
+        guess: &Arc<Incarnation>,
+        incarnation: &Arc<Incarnation>,
+        table: &Table,
+        known: Result<Option<TieredMarker>>,
+        latest: paimon::Result<Option<i64>>,
+    ) -> Result<(Option<i64>, u64)> {
+        if Arc::ptr_eq(incarnation, guess) {
+            self.tiered_from(incarnation, table, known?, latest?).await
+        } else {
+            self.tiered(incarnation, table).await
+        }
     }
 
     /// [`Self::tiered`] from the marker or proof `known` and the `latest`
