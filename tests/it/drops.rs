@@ -181,3 +181,91 @@ async fn drop_database_cascade_without_the_store_is_refused() {
         Vec::<PathBuf>::new()
     );
 }
+
+/// A table dropped and created again outside the store (the mode turned off
+/// there first) is replaced when the store attaches the new one. A process
+/// writing meanwhile through a handle on the old table either has its rows
+/// go with the old table or is refused: none lands in a directory the
+/// replacement already emptied, where nothing would ever read or delete it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_write_racing_a_replacement_leaves_nothing_behind() {
+    use std::collections::BTreeMap;
+    use std::sync::Arc;
+
+    use datafusion::arrow::array::Int32Array;
+    use datafusion::arrow::record_batch::RecordBatch;
+    use paimon_lakestream::store::local::{LocalOptions, LocalStore};
+    use paimon_lakestream::store::{table_arrow_schema, LakestreamStore as _, WriteKind};
+
+    use crate::support::paimon_table;
+
+    let warehouse = TestWarehouse::new(CatalogKind::Filesystem).await;
+    let a = with_store(&warehouse).await;
+    let plain = warehouse.context_with(&[]).await;
+    let root = warehouse.path().join("warehouse").join("_lakestream");
+    let options = BTreeMap::from([("path".to_string(), root.display().to_string())]);
+    let catalog = Arc::clone(a.catalog("paimon").expect("catalog").inner());
+    let store = Arc::new(
+        LocalStore::open(
+            LocalOptions::from_options(&options, None).expect("options"),
+            catalog,
+        )
+        .expect("open the store"),
+    );
+    let table_dir = root.join("db-default").join("t-t");
+    run(&plain, "CREATE TABLE t (id INT)").await;
+    for round in 0..25 {
+        // The table as a long-lived writer knows it, its handle verified
+        // by a first write.
+        let old = paimon_table(&plain, "t").await;
+        store.attach_table(&old).await.expect("attach");
+        let schema = table_arrow_schema(&old).expect("schema");
+        let batch = RecordBatch::try_new(schema, vec![Arc::new(Int32Array::from(vec![round]))])
+            .expect("batch");
+        store
+            .write(&old, WriteKind::Append, vec![batch.clone()])
+            .await
+            .expect("first write");
+        run(&plain, "DROP TABLE t").await;
+        tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+        run(&plain, "CREATE TABLE t (id INT)").await;
+        let new = paimon_table(&plain, "t").await;
+        let writers: Vec<_> = (0..3)
+            .map(|_| {
+                let (store, old, batch) = (Arc::clone(&store), old.clone(), batch.clone());
+                tokio::spawn(async move {
+                    for _ in 0..200 {
+                        if store
+                            .write(&old, WriteKind::Append, vec![batch.clone()])
+                            .await
+                            .is_err()
+                        {
+                            return;
+                        }
+                    }
+                })
+            })
+            .collect();
+        tokio::time::sleep(std::time::Duration::from_millis(3)).await;
+        store.attach_table(&new).await.expect("replace");
+        for writer in writers {
+            writer.await.expect("writer");
+        }
+        let meta: serde_json::Value = serde_json::from_slice(
+            &std::fs::read(table_dir.join("table.json")).expect("table.json"),
+        )
+        .expect("table.json parses");
+        let current = table_dir.join(format!(
+            "i-{}",
+            meta["incarnation"].as_str().expect("an incarnation")
+        ));
+        let left = files_where(&table_dir, |path| {
+            !path.starts_with(&current)
+                && !path.starts_with(table_dir.join("lease"))
+                && !path
+                    .file_name()
+                    .is_some_and(|n| n == "tier.lock" || n == "trim.lock" || n == "table.json")
+        });
+        assert_eq!(left, Vec::<PathBuf>::new(), "round {round}");
+    }
+}

@@ -806,19 +806,24 @@ impl TableState {
         let created = paimon_created_ms(table).await?;
         let _in_process = self.tiering.lock().await;
         let _across_processes = self.root.lock_tiering(&self.dir).await?;
-        if let Some(meta) = self.read_meta().await? {
-            let same = meta.paimon_created_ms.is_none_or(|known| known == created);
-            if same {
+        let (replacing, _writes) = match self.read_meta().await? {
+            None => (false, None),
+            Some(meta) if meta.paimon_created_ms.is_none_or(|known| known == created) => {
                 if !crate::options::is_enabled(table.schema().options()) {
                     // Boxed: its futures would make attach's too big for a stack.
                     Box::pin(self.check_stranded(table)).await?;
                 }
                 return Ok(());
             }
-            // The rows of a dropped table never come back.
-            let _writes = self.root.lock_trim(&self.dir, false).await?;
-            self.delete_files(false).await?;
-        }
+            // The rows of a dropped table never come back. Held until the
+            // old files are gone: no write is between checking the
+            // incarnation and its put (on local disk; elsewhere a write
+            // reads `table.json` again after its put, and the new one is
+            // written before anything is deleted), so none lands where the
+            // old files were, after they went, with nothing left to read
+            // or delete it.
+            Some(_) => (true, self.root.lock_trim(&self.dir, false).await?),
+        };
         let base_snapshot = table.snapshot_manager().get_latest_snapshot_id().await?;
         let meta = TableMeta {
             format: META_FORMAT,
@@ -833,6 +838,11 @@ impl TableState {
             .put_replace(&path::table_meta(&self.dir), Bytes::from(bytes))
             .await?;
         *self.current.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        if replacing {
+            // A crash before this leaves the old files unread: never rows.
+            self.delete_files(Some(&Incarnation::new(&self.dir, &meta).dir))
+                .await?;
+        }
         Ok(())
     }
 
@@ -929,18 +939,20 @@ impl TableState {
         // No write is between checking the table and its put.
         let _writes = self.root.lock_trim(&self.dir, false).await?;
         drop_in_catalog.await?;
-        self.delete_files(true).await?;
+        self.delete_files(None).await?;
         *self.current.lock().unwrap_or_else(|e| e.into_inner()) = None;
         Ok(())
     }
 
-    /// Deletes the table's objects, `table.json` first (a half-deleted table
+    /// Deletes the table's objects: with `kept`, the directory of the
+    /// incarnation `table.json` now names, every object but `table.json` and
+    /// those under `kept`; without, `table.json` first (a half-deleted table
     /// is a missing table), then the rest. The tiering lock and lease stay:
     /// they are how processes agree on who tiers, across incarnations, and
     /// the caller holds them while it deletes.
-    async fn delete_files(&self, with_meta: bool) -> Result<()> {
+    async fn delete_files(&self, kept: Option<&Path>) -> Result<()> {
         let meta = path::table_meta(&self.dir);
-        if with_meta {
+        if kept.is_none() {
             self.root.delete(&meta).await?;
         }
         let paths: Vec<Path> = self
@@ -957,7 +969,8 @@ impl TableState {
             .filter(|location| {
                 let lock = matches!(location.filename(), Some("tier.lock" | "trim.lock"))
                     || location.prefix_matches(&lease);
-                *location != meta && !lock
+                let current = kept.is_some_and(|dir| location.prefix_matches(dir));
+                *location != meta && !lock && !current
             })
             .collect();
         self.root.delete_all(doomed).await
@@ -2807,7 +2820,7 @@ mod tests {
         let lease = Lease::acquire(&root, &state.dir, Duration::from_secs(30))
             .await
             .expect("lease");
-        state.delete_files(true).await.expect("delete");
+        state.delete_files(None).await.expect("delete");
         let left: Vec<Path> = root
             .objects
             .list(Some(&state.dir))
