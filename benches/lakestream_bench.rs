@@ -348,13 +348,22 @@ impl Bench {
         // Warm both once, then alternate.
         self.run(&paimon).await?;
         self.run(&union).await?;
-        let mut ratios = Vec::new();
+        let (mut ratios, mut plain_ms, mut union_ms) = (Vec::new(), Vec::new(), Vec::new());
         for _ in 0..repeats {
             let t = self.timed(&paimon).await?;
             let rt = self.timed(&union).await?;
             ratios.push(rt.as_secs_f64() / t.as_secs_f64());
+            plain_ms.push(t.as_secs_f64() * 1e3);
+            union_ms.push(rt.as_secs_f64() * 1e3);
         }
-        ratios.sort_by(f64::total_cmp);
+        for times in [&mut ratios, &mut plain_ms, &mut union_ms] {
+            times.sort_by(f64::total_cmp);
+        }
+        eprintln!(
+            "  {table}: {:.1} ms, {table}$rt {:.1} ms (medians of {repeats})",
+            percentile(&plain_ms, 0.5),
+            percentile(&union_ms, 0.5),
+        );
         Ok(percentile(&ratios, 0.5))
     }
 

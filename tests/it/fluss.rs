@@ -749,6 +749,11 @@ async fn a_missing_fluss_table_is_named() {
     )
     .await;
     run(&ctx, "INSERT INTO fx_gone VALUES (1)").await;
+    // Read once: the store keeps the table's description.
+    assert_eq!(
+        lines(&run(&ctx, "SELECT * FROM fx_gone$rt").await),
+        vec!["1"]
+    );
     let connection = cluster.connection().await;
     connection
         .get_admin()
@@ -759,6 +764,9 @@ async fn a_missing_fluss_table_is_named() {
     let error = fails(&ctx, "SELECT * FROM fx_gone$rt").await;
     assert!(error.contains("'fluss'"), "{error}");
     assert!(error.contains("default.fx_gone"), "{error}");
+    // Named as missing, with what to do, not as a cluster that failed.
+    assert!(error.contains("has no table"), "{error}");
+    assert!(!error.contains("not available"), "{error}");
     // Turning the mode on again attaches a new Fluss table.
     run(
         &ctx,

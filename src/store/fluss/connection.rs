@@ -79,6 +79,7 @@ impl StoreFactory for FlussStoreFactory {
             lake: LakeCatalog::of_catalog(&context.catalog_options),
             lake_checked: tokio::sync::OnceCell::new(),
             writers: Mutex::new(HashMap::new()),
+            described: std::sync::Mutex::new(HashMap::new()),
         }))
     }
 }

@@ -32,7 +32,9 @@
 //! - A table's identity is its Fluss table id, which a `DROP`/`CREATE` in any
 //!   process changes. Nothing cached serves another id: every write asks
 //!   Fluss's coordinator which table (and schema) the path names and replaces
-//!   a writer made for another, and a read stays on the id it was planned on.
+//!   a writer made for another; a read plans on a description it kept only
+//!   once Fluss names that id and schema again, and stays on the id it was
+//!   planned on.
 //!   A write that sent nothing before finding its table re-created is tried
 //!   once more; one that had sent rows is not, and its error says what
 //!   became of them (gone with the dropped table, or unknown).
@@ -112,6 +114,9 @@ pub struct FlussStore {
     lake: LakeCatalog,
     lake_checked: tokio::sync::OnceCell<()>,
     writers: Mutex<HashMap<Identifier, Arc<Writer>>>,
+    /// The last description of each Fluss table a read was planned on: what
+    /// a read plans on while Fluss still names that table (`plan_known`).
+    described: std::sync::Mutex<HashMap<TablePath, TableInfo>>,
 }
 
 impl fmt::Debug for FlussStore {
@@ -468,9 +473,11 @@ impl LakestreamStore for FlussStore {
 
 impl FlussStore {
     /// Fixes a read of `table`'s log: the Fluss table as it is now, from the
-    /// tiered snapshot's offsets to the latest ones. The table's description
-    /// is asked alongside the lake snapshot, and the latest offsets of the
-    /// buckets it names once both answered (see `overlap`).
+    /// tiered snapshot's offsets to the latest ones. A table this process
+    /// described before is planned on that description when Fluss still
+    /// names it ([`Self::plan_known`]); otherwise the description is asked
+    /// alongside the lake snapshot, and the latest offsets of the buckets it
+    /// names once both answered (see `overlap`).
     async fn plan_log(&self, table: &Table, target: Target) -> Result<StoreRead> {
         let shape = FlussShape::of(table)?;
         self.check_lake(&target).await?;
@@ -479,6 +486,17 @@ impl FlussStore {
             .admin()
             .await
             .map_err(|e| target.fluss_error("reach", e))?;
+        let known = self
+            .described
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&target.path)
+            .cloned();
+        if let Some(info) = known.filter(|info| shape.mismatch(info).is_none()) {
+            if let Some(read) = self.plan_known(table, &target, &admin, info).await? {
+                return Ok(read);
+            }
+        }
         // The lake snapshot and the offsets are asked of the table the
         // description names: a table missing to them was dropped meanwhile
         // (the description's own error comes first, and says whether the
@@ -488,33 +506,10 @@ impl FlussStore {
             ..target.clone()
         };
         let describe = self.table_info(&target);
-        let lake = async {
-            match planned
-                .answer(
-                    "find the tiered snapshot of",
-                    admin.get_lake_snapshot(&planned.path, None, Some(true)),
-                )
-                .await?
-            {
-                Ok(snapshot) => Ok(Some(snapshot)),
-                Err(e) if e.api_error() == Some(FlussError::LakeSnapshotNotExist) => Ok(None),
-                Err(e) => Err(planned.fluss_error("find the tiered snapshot of", e)),
-            }
-        };
+        let lake = lake_snapshot(&admin, &planned);
         // The offsets of the buckets the description names, asked once it
         // and the lake snapshot answered (see `overlap`).
-        let latest = |info: &TableInfo| {
-            let buckets: Vec<i32> = (0..info.get_num_buckets()).collect();
-            let (admin, planned) = (&admin, &planned);
-            async move {
-                planned
-                    .retrying("find the latest offsets of", || {
-                        admin.list_offsets(&planned.path, &buckets, OffsetSpec::Latest)
-                    })
-                    .await
-                    .map(|ends| (buckets, ends))
-            }
-        };
+        let latest = |info: &TableInfo| latest_offsets(&admin, &planned, info.get_num_buckets());
         let (info, lake, (buckets, ends)) = overlap::plan_calls(describe, lake, latest).await?;
         if let Some(reason) = shape.mismatch(&info) {
             return Err(FlussStoreError::Mismatch {
@@ -523,6 +518,116 @@ impl FlussStore {
             }
             .into());
         }
+        self.described
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(target.path.clone(), info.clone());
+        self.plan_from(table, planned, info, lake, buckets, ends)
+            .await
+    }
+
+    /// [`Self::plan_log`] on the description `info` this process had: the
+    /// lake snapshot, the table id any server reads from Fluss's metadata,
+    /// and the latest offsets, all at once, with no description asked first.
+    /// `None` when they do not all name `info`'s table (id and schema), or
+    /// the offsets are below what the lake snapshot tiered (asked before it
+    /// answered, they may be older): the full planning then looks again and
+    /// says what changed. An unreachable cluster is the read's error.
+    ///
+    /// The table id is read from Fluss's own metadata (ZooKeeper, through
+    /// any server) after the read began: a table dropped before is not read.
+    /// The offsets may be asked before the lake snapshot answers; each must
+    /// be at or past what the lake snapshot tiered, or the full planning
+    /// asks again. Paimon's snapshot and the log from there to the offsets
+    /// then hold every row the log had when they were asked.
+    async fn plan_known(
+        &self,
+        table: &Table,
+        target: &Target,
+        admin: &fluss::client::FlussAdmin,
+        info: TableInfo,
+    ) -> Result<Option<StoreRead>> {
+        let metadata = self.connection.get_metadata();
+        let id = info.get_table_id();
+        let unavailable = |e: &Error| e.kind() == crate::error::ErrorKind::Unavailable;
+        // Whether Fluss still names the described table. Any other answer is
+        // for the full planning to look into (it asks the coordinator, and
+        // says what changed), at once: the other calls are not waited for.
+        let current = async {
+            let fetched = target
+                .retrying_when("describe", or_connection_errors(2), || {
+                    metadata.fetch_table_id(&target.path)
+                })
+                .await;
+            match fetched {
+                Ok(current) => Ok(current == Some(id)),
+                Err(e) if unavailable(&e) => Err(e),
+                Err(_) => Ok(false),
+            }
+        };
+        let current = futures::FutureExt::fuse(current);
+        let rest = futures::future::join(
+            lake_snapshot(admin, target),
+            latest_offsets(admin, target, info.get_num_buckets()),
+        );
+        let rest = futures::FutureExt::fuse(rest);
+        futures::pin_mut!(current, rest);
+        let (lake, latest) = futures::select_biased! {
+            same = current => {
+                if !same? {
+                    return Ok(None);
+                }
+                rest.await
+            }
+            done = rest => {
+                if !current.await? {
+                    return Ok(None);
+                }
+                done
+            }
+        };
+        let (lake, (buckets, ends)) = match (lake, latest) {
+            (Ok(lake), Ok(latest)) => (lake, latest),
+            (Err(e), _) | (_, Err(e)) if unavailable(&e) => return Err(e),
+            _ => return Ok(None),
+        };
+        // The description the offsets' own metadata refresh brought.
+        let refreshed = metadata
+            .get_cluster()
+            .opt_get_table(&target.path)
+            .map(|now| (now.get_table_id(), now.get_schema_id()));
+        let tiered_past_ends = lake.as_ref().is_some_and(|lake| {
+            lake.bucket_snapshots.iter().any(|b| {
+                b.partition_id.is_none()
+                    && b.log_offset
+                        .is_some_and(|o| o > ends.get(&b.bucket_id).copied().unwrap_or(0))
+            })
+        });
+        let same = lake.as_ref().is_none_or(|lake| lake.table_id == id)
+            && refreshed == Some((id, info.get_schema_id()));
+        if !same || tiered_past_ends {
+            return Ok(None);
+        }
+        let planned = Target {
+            planned: true,
+            ..target.clone()
+        };
+        self.plan_from(table, planned, info, lake, buckets, ends)
+            .await
+            .map(Some)
+    }
+
+    /// The read planned on the Fluss table `info`, its lake snapshot and the
+    /// latest offsets of its `buckets`.
+    async fn plan_from(
+        &self,
+        table: &Table,
+        planned: Target,
+        info: TableInfo,
+        lake: Option<fluss::metadata::LakeSnapshotInfo>,
+        buckets: Vec<i32>,
+        ends: HashMap<i32, i64>,
+    ) -> Result<StoreRead> {
         // From here on the read belongs to this Fluss table.
         let target = Arc::new(planned);
         // The lake snapshot of a table created again since `info` was read
@@ -577,6 +682,40 @@ impl FlussStore {
             }),
         })
     }
+}
+
+/// The readable lake snapshot of `target`'s table, `None` before Fluss's
+/// tiering committed one.
+async fn lake_snapshot(
+    admin: &fluss::client::FlussAdmin,
+    target: &Target,
+) -> Result<Option<fluss::metadata::LakeSnapshotInfo>> {
+    match target
+        .answer(
+            "find the tiered snapshot of",
+            admin.get_lake_snapshot(&target.path, None, Some(true)),
+        )
+        .await?
+    {
+        Ok(snapshot) => Ok(Some(snapshot)),
+        Err(e) if e.api_error() == Some(FlussError::LakeSnapshotNotExist) => Ok(None),
+        Err(e) => Err(target.fluss_error("find the tiered snapshot of", e)),
+    }
+}
+
+/// The latest offsets of the table's buckets `0..buckets`.
+async fn latest_offsets(
+    admin: &fluss::client::FlussAdmin,
+    target: &Target,
+    buckets: i32,
+) -> Result<(Vec<i32>, HashMap<i32, i64>)> {
+    let buckets: Vec<i32> = (0..buckets).collect();
+    let ends = target
+        .retrying("find the latest offsets of", || {
+            admin.list_offsets(&target.path, &buckets, OffsetSpec::Latest)
+        })
+        .await?;
+    Ok((buckets, ends))
 }
 
 #[cfg(test)]

@@ -3,6 +3,11 @@
 //! one's answer is sent together with it, so a read waits for the longest
 //! chain of calls rather than for their sum.
 //!
+//! - A table this process planned a read on before is planned on that
+//!   description: the lake snapshot, the table id Fluss's metadata names and
+//!   the latest offsets are asked at once, and the read is planned only when
+//!   all three name the described table and the offsets are not below what
+//!   the lake snapshot tiered (`FlussStore::plan_known`). Otherwise:
 //! - Planning describes the table (its id and columns, from the
 //!   coordinator) alongside the lake snapshot. The latest offsets are asked
 //!   only after both answered: they must come from a log at least as long as
