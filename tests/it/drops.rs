@@ -202,6 +202,7 @@ async fn a_write_racing_a_replacement_leaves_nothing_behind() {
     let warehouse = TestWarehouse::new(CatalogKind::Filesystem).await;
     let a = with_store(&warehouse).await;
     let plain = warehouse.context_with(&[]).await;
+    let table_dir = store_dir(&warehouse, "default").join("t-t");
     let root = warehouse.path().join("warehouse").join("_lakestream");
     let options = BTreeMap::from([("path".to_string(), root.display().to_string())]);
     let catalog = Arc::clone(a.catalog("paimon").expect("catalog").inner());
@@ -212,7 +213,6 @@ async fn a_write_racing_a_replacement_leaves_nothing_behind() {
         )
         .expect("open the store"),
     );
-    let table_dir = root.join("db-default").join("t-t");
     run(&plain, "CREATE TABLE t (id INT)").await;
     for round in 0..25 {
         // The table as a long-lived writer knows it, its handle verified
@@ -259,13 +259,14 @@ async fn a_write_racing_a_replacement_leaves_nothing_behind() {
             "i-{}",
             meta["incarnation"].as_str().expect("an incarnation")
         ));
-        let left = files_where(&table_dir, |path| {
-            !path.starts_with(&current)
-                && !path.starts_with(table_dir.join("lease"))
-                && !path
-                    .file_name()
-                    .is_some_and(|n| n == "tier.lock" || n == "trim.lock" || n == "table.json")
-        });
+        let left: Vec<PathBuf> = store_files(&table_dir)
+            .into_iter()
+            .filter(|path| {
+                !path.starts_with(&current)
+                    && !path.starts_with(table_dir.join("lease"))
+                    && *path != table_dir.join("table.json")
+            })
+            .collect();
         assert_eq!(left, Vec::<PathBuf>::new(), "round {round}");
     }
 }

@@ -14,6 +14,7 @@
 
 use std::collections::HashMap;
 
+use fluss::metadata::LakeSnapshotInfo;
 use paimon::table::Table;
 
 use super::schema::TIERING_COMMIT_USER;
@@ -78,6 +79,31 @@ pub(crate) async fn read_snapshot(table: &Table, tiered: i64) -> Result<i64> {
     }
 }
 
+/// The log offset a lake snapshot says tiering reached, per bucket (of a
+/// table without partitions).
+pub(crate) fn tiered_offsets(lake: &LakeSnapshotInfo) -> HashMap<i32, i64> {
+    lake.bucket_snapshots
+        .iter()
+        .filter(|b| b.partition_id.is_none())
+        .filter_map(|b| b.log_offset.map(|o| (b.bucket_id, o)))
+        .collect()
+}
+
+/// The buckets whose `tiered` offset is past the log's end in `ends`: each
+/// with that offset and the end.
+pub(crate) fn past_ends(
+    tiered: &HashMap<i32, i64>,
+    ends: &HashMap<i32, i64>,
+) -> Vec<(i32, i64, i64)> {
+    tiered
+        .iter()
+        .filter_map(|(bucket, offset)| {
+            let end = ends.get(bucket).copied().unwrap_or(0);
+            (*offset > end).then_some((*bucket, *offset, end))
+        })
+        .collect()
+}
+
 /// Refuses tiered offsets past the end of the log: Fluss's log lost rows
 /// that its lake snapshot says it tiered (its tail was lost, e.g. when a
 /// tablet server restarted without it), and a read from there would
@@ -88,13 +114,7 @@ pub(crate) fn check_offsets(
     tiered: &HashMap<i32, i64>,
     ends: &HashMap<i32, i64>,
 ) -> Result<()> {
-    let mut beyond: Vec<(i32, i64, i64)> = tiered
-        .iter()
-        .filter_map(|(bucket, offset)| {
-            let end = ends.get(bucket).copied().unwrap_or(0);
-            (*offset > end).then_some((*bucket, *offset, end))
-        })
-        .collect();
+    let mut beyond = past_ends(tiered, ends);
     if beyond.is_empty() {
         return Ok(());
     }

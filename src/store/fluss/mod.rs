@@ -67,6 +67,7 @@ mod writer;
 use std::collections::HashMap;
 use std::fmt;
 use std::future::Future;
+use std::ops::ControlFlow;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -560,31 +561,19 @@ impl FlussStore {
                 })
                 .await;
             match fetched {
-                Ok(current) => Ok(current == Some(id)),
-                Err(e) if unavailable(&e) => Err(e),
-                Err(_) => Ok(false),
+                Ok(current) if current == Some(id) => ControlFlow::Continue(()),
+                Ok(_) => ControlFlow::Break(Ok(None)),
+                Err(e) if unavailable(&e) => ControlFlow::Break(Err(e)),
+                Err(_) => ControlFlow::Break(Ok(None)),
             }
         };
-        let current = futures::FutureExt::fuse(current);
         let rest = futures::future::join(
             lake_snapshot(admin, target),
             latest_offsets(admin, target, info.get_num_buckets()),
         );
-        let rest = futures::FutureExt::fuse(rest);
-        futures::pin_mut!(current, rest);
-        let (lake, latest) = futures::select_biased! {
-            same = current => {
-                if !same? {
-                    return Ok(None);
-                }
-                rest.await
-            }
-            done = rest => {
-                if !current.await? {
-                    return Ok(None);
-                }
-                done
-            }
+        let (lake, latest) = match overlap::unless(current, rest).await {
+            ControlFlow::Continue(answers) => answers,
+            ControlFlow::Break(decided) => return decided,
         };
         let (lake, (buckets, ends)) = match (lake, latest) {
             (Ok(lake), Ok(latest)) => (lake, latest),
@@ -596,13 +585,9 @@ impl FlussStore {
             .get_cluster()
             .opt_get_table(&target.path)
             .map(|now| (now.get_table_id(), now.get_schema_id()));
-        let tiered_past_ends = lake.as_ref().is_some_and(|lake| {
-            lake.bucket_snapshots.iter().any(|b| {
-                b.partition_id.is_none()
-                    && b.log_offset
-                        .is_some_and(|o| o > ends.get(&b.bucket_id).copied().unwrap_or(0))
-            })
-        });
+        let tiered_past_ends = lake
+            .as_ref()
+            .is_some_and(|lake| !lake::past_ends(&lake::tiered_offsets(lake), &ends).is_empty());
         let same = lake.as_ref().is_none_or(|lake| lake.table_id == id)
             && refreshed == Some((id, info.get_schema_id()));
         if !same || tiered_past_ends {
@@ -644,12 +629,7 @@ impl FlussStore {
         }
         let (snapshot_id, tiered): (Option<i64>, HashMap<i32, i64>) = match &lake {
             Some(lake) => {
-                let tiered: HashMap<i32, i64> = lake
-                    .bucket_snapshots
-                    .iter()
-                    .filter(|b| b.partition_id.is_none())
-                    .filter_map(|b| b.log_offset.map(|o| (b.bucket_id, o)))
-                    .collect();
+                let tiered = lake::tiered_offsets(lake);
                 lake::check_offsets(&target, lake.snapshot_id, &tiered, &ends)?;
                 (
                     Some(lake::read_snapshot(table, lake.snapshot_id).await?),

@@ -25,6 +25,7 @@
 //!   never answer).
 
 use std::future::Future;
+use std::ops::ControlFlow;
 
 use futures::FutureExt;
 
@@ -68,17 +69,36 @@ pub(crate) async fn checked<C, T>(
     check: impl Future<Output = Result<C>>,
     work: impl Future<Output = Result<T>>,
 ) -> Result<T> {
+    let check = async {
+        match check.await {
+            Ok(_) => ControlFlow::Continue(()),
+            Err(e) => ControlFlow::Break(e),
+        }
+    };
+    match unless(check, work).await {
+        ControlFlow::Continue(done) => done,
+        ControlFlow::Break(e) => Err(e),
+    }
+}
+
+/// Runs `work` alongside `check`, and hands back `work`'s output only once
+/// `check` let it go on: a `check` that breaks decides, at once, and ends
+/// `work` where it is.
+pub(crate) async fn unless<B, T>(
+    check: impl Future<Output = ControlFlow<B>>,
+    work: impl Future<Output = T>,
+) -> ControlFlow<B, T> {
     let check = check.fuse();
     let work = work.fuse();
     futures::pin_mut!(check, work);
     futures::select_biased! {
         checked = check => {
             checked?;
-            work.await
+            ControlFlow::Continue(work.await)
         }
         done = work => {
             check.await?;
-            done
+            ControlFlow::Continue(done)
         }
     }
 }
