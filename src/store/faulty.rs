@@ -683,10 +683,13 @@ impl FaultyStore {
     }
 
     /// A list of `prefix` as the rules decide: failed, late, or missing objects.
+    /// `list` starts the wrapped store's listing: only once a delay has
+    /// passed, so a late list sees what the store holds then (a store may
+    /// take its listing as soon as it is asked, as `InMemory` does).
     fn faulty_list(
         &self,
         prefix: Option<&Path>,
-        list: BoxStream<'static, object_store::Result<ObjectMeta>>,
+        list: impl FnOnce() -> BoxStream<'static, object_store::Result<ObjectMeta>> + Send + 'static,
     ) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
         let path = prefix.map(|p| p.to_string()).unwrap_or_default();
         let decision = self.faults.decide(Op::List, &path);
@@ -697,7 +700,7 @@ impl FaultyStore {
                 Some(Fault::Fail(kind)) => {
                     stream::iter([Err(kind.error(Op::List, &path, false))]).boxed()
                 }
-                _ => list
+                _ => list()
                     .try_filter(move |meta| futures::future::ready(hidden.keeps(meta)))
                     .boxed(),
             }
@@ -823,8 +826,8 @@ impl ObjectStore for FaultyStore {
     }
 
     fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
-        let list = self.inner.list(prefix);
-        self.faulty_list(prefix, list)
+        let (inner, owned) = (Arc::clone(&self.inner), prefix.cloned());
+        self.faulty_list(prefix, move || inner.list(owned.as_ref()))
     }
 
     fn list_with_offset(
@@ -832,8 +835,10 @@ impl ObjectStore for FaultyStore {
         prefix: Option<&Path>,
         offset: &Path,
     ) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
-        let list = self.inner.list_with_offset(prefix, offset);
-        self.faulty_list(prefix, list)
+        let (inner, owned, offset) = (Arc::clone(&self.inner), prefix.cloned(), offset.clone());
+        self.faulty_list(prefix, move || {
+            inner.list_with_offset(owned.as_ref(), &offset)
+        })
     }
 
     async fn list_with_delimiter(&self, prefix: Option<&Path>) -> object_store::Result<ListResult> {

@@ -23,6 +23,7 @@ mod fluss_lifecycle;
 mod fluss_reads;
 mod history;
 mod independent;
+mod lease_races;
 mod local_store;
 mod maintenance;
 mod maintenance_orphans;

@@ -101,7 +101,17 @@ async fn context(options: HashMap<String, String>) -> LakeStreamContext {
 /// The keys of the objects under `prefix` in the server's bucket, read
 /// with a client of the test's own.
 async fn keys_under(s3: &TestS3, prefix: &str) -> Vec<String> {
-    let store = object_store::aws::AmazonS3Builder::new()
+    client(s3)
+        .list(Some(&object_store::path::Path::from(prefix)))
+        .map_ok(|meta| meta.location.to_string())
+        .try_collect()
+        .await
+        .expect("list")
+}
+
+/// A client of the test's own for the server's bucket.
+fn client(s3: &TestS3) -> object_store::aws::AmazonS3 {
+    object_store::aws::AmazonS3Builder::new()
         .with_bucket_name(&s3.bucket)
         .with_endpoint(&s3.options["s3.endpoint"])
         .with_allow_http(true)
@@ -109,13 +119,7 @@ async fn keys_under(s3: &TestS3, prefix: &str) -> Vec<String> {
         .with_secret_access_key(&s3.options["s3.secret-key"])
         .with_region(&s3.options["s3.region"])
         .build()
-        .expect("a client");
-    store
-        .list(Some(&object_store::path::Path::from(prefix)))
-        .map_ok(|meta| meta.location.to_string())
-        .try_collect()
-        .await
-        .expect("list")
+        .expect("a client")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -435,7 +439,7 @@ async fn tierers_in_two_processes_take_turns_through_the_lease() {
 /// A tiering service that tiers once and exits releases its lease: the
 /// next tiering does not wait it out.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_tiering_process_that_exits_leaves_no_lease() {
+async fn a_tiering_process_that_exits_releases_its_lease() {
     let s3 = TestS3::start();
     let options = s3.catalog_options(
         "exit",
@@ -471,10 +475,32 @@ async fn a_tiering_process_that_exits_leaves_no_lease() {
         String::from_utf8_lossy(&output.stderr)
     );
     assert_eq!(sorted_rows(&ctx, "SELECT * FROM t").await, ["1", "2"]);
+    // What is left of the lease is its release: a generation already
+    // expired (generations only grow, so the newest stays).
     let leases: Vec<String> = keys_under(&s3, "exit/_lakestream")
         .await
         .into_iter()
         .filter(|k| k.contains("/lease/"))
         .collect();
-    assert!(leases.is_empty(), "the exited process left {leases:?}");
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("time")
+        .as_millis();
+    for key in &leases {
+        let bytes = object_store::ObjectStoreExt::get(
+            &client(&s3),
+            &object_store::path::Path::from(key.as_str()),
+        )
+        .await
+        .expect("get")
+        .bytes()
+        .await
+        .expect("read");
+        let lease: serde_json::Value = serde_json::from_slice(&bytes).expect("a lease");
+        let expires_ms = lease["expires_ms"].as_u64().expect("expires_ms");
+        assert!(
+            u128::from(expires_ms) <= now_ms,
+            "the exited process left a held lease {key}: {lease}"
+        );
+    }
 }

@@ -53,6 +53,39 @@ pub(crate) enum LocalStoreError {
         what: String,
     },
 
+    /// The object store under the root does not replace an object only if
+    /// it is still the version read ('If-Match' on S3), which replacing a
+    /// table's `table.json` needs. A refusal, as [`Self::NoCreateIfAbsent`].
+    #[error(
+        "the object store at '{root}' {what}. The local store replaces a table's table.json \
+         with a conditional put ('If-Match' on S3), so that a process whose tiering lease ran \
+         out while its put was on the way cannot replace a table another process attached \
+         since, with the rows acknowledged to it. Use an object store that implements \
+         conditional writes (AWS S3, MinIO, versitygw, ...), put 'local.path' on local disk, \
+         or use the Fluss store"
+    )]
+    NoConditionalReplace {
+        /// The root's URL, without credentials.
+        root: String,
+        /// What the object store did.
+        what: String,
+    },
+
+    /// The store table changed while this process was attaching it (on
+    /// an object store, its tiering lease can run out while its put is on
+    /// the way): `table.json` was not the version read when the
+    /// conditional put that would have replaced it reached the store, so
+    /// nothing was replaced.
+    #[error(
+        "the store table of '{table}' was attached or dropped by another process while this \
+         one attached it (on an object store this process's tiering lease can run out while \
+         its request is on the way); nothing was replaced, try again"
+    )]
+    AttachedMeanwhile {
+        /// The table's full name.
+        table: String,
+    },
+
     /// Writing a file on local disk failed.
     #[error("write '{path}': {source}")]
     WriteFile {
@@ -242,6 +275,7 @@ impl LocalStoreError {
             | LocalStoreError::Lock { .. }
             | LocalStoreError::CurrentDir { .. }
             | LocalStoreError::TrimmedUnderRead { .. }
+            | LocalStoreError::AttachedMeanwhile { .. }
             | LocalStoreError::TieredElsewhere { .. }
             | LocalStoreError::SnapshotLanded { .. } => ErrorKind::Unavailable,
             LocalStoreError::Blocking { source, .. } if source.is_panic() => ErrorKind::Internal,
@@ -252,9 +286,9 @@ impl LocalStoreError {
             | LocalStoreError::SegmentsMissing { .. }
             | LocalStoreError::RowKinds { .. }
             | LocalStoreError::DeleteInAppendLog => ErrorKind::Corrupt,
-            LocalStoreError::SchemaChanged { .. } | LocalStoreError::NoCreateIfAbsent { .. } => {
-                ErrorKind::NotSupported
-            }
+            LocalStoreError::SchemaChanged { .. }
+            | LocalStoreError::NoCreateIfAbsent { .. }
+            | LocalStoreError::NoConditionalReplace { .. } => ErrorKind::NotSupported,
             LocalStoreError::Encode { .. } | LocalStoreError::Batch { .. } => ErrorKind::Internal,
         }
     }

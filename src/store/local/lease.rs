@@ -6,10 +6,19 @@
 //! generation with a conditional put (create-if-absent), which exactly one
 //! process wins, and only once the newest generation has expired or is
 //! gone. The holder renews it every third of its length (`local.lease-ttl`)
-//! by creating the next generation itself, and deletes its generation when
-//! done; a holder that died is waited out until its lease expires. Each
-//! generation carries its own expiry, so processes with other lease lengths
-//! wait for each other correctly.
+//! by creating the next generation itself, and releases it when done by
+//! creating the next generation as already expired; a holder that died is
+//! waited out until its lease expires. Each generation carries its own
+//! expiry, so processes with other lease lengths wait for each other
+//! correctly.
+//!
+//! Generations only grow: the newest is never deleted (a release leaves an
+//! expired one), so a number is never handed to two holders in turn. Older
+//! ones are deleted by whoever takes the lease next, so a create that
+//! reaches the store late (a renewal or a take-over stalled in retries, a
+//! paused process) can land on a number deleted since; such a generation is
+//! below the newest, and its creator, which looks after every create,
+//! finds it is not the holder.
 //!
 //! The lease keeps tierers from racing; it is not what keeps a row from
 //! being tiered twice. A holder can pause past its expiry (a stopped VM)
@@ -46,6 +55,9 @@ pub(crate) struct Lease {
     root: Arc<Root>,
     /// The generation this process holds now (the renewer moves it on).
     current: Arc<std::sync::Mutex<Path>>,
+    /// The lease's directory, and this holder's id.
+    dir: Path,
+    holder: String,
     renewer: tokio::task::JoinHandle<()>,
 }
 
@@ -69,16 +81,7 @@ impl Lease {
         let dir = path::lease_dir(table_dir);
         let holder = uuid::Uuid::new_v4().to_string();
         loop {
-            let mut generations: Vec<(u64, Path)> = root
-                .objects
-                .list(Some(&dir))
-                .try_filter_map(|meta| async move {
-                    Ok(generation_of(&meta.location).map(|g| (g, meta.location)))
-                })
-                .try_collect()
-                .await
-                .map_err(|source| LocalStoreError::ListLease { source })?;
-            generations.sort_by_key(|(g, _)| *g);
+            let generations = list(root, &dir).await?;
             let next = match generations.last() {
                 None => 0,
                 Some((newest, path)) => {
@@ -99,6 +102,12 @@ impl Lease {
                 Created::AlreadyExists => continue,
                 Created::Yes => {}
             }
+            // Taken over meanwhile, this create having reached the store
+            // late: a lower number, not the lease.
+            if !newest_is(root, &dir, next).await? {
+                let _ = root.delete(&path).await;
+                continue;
+            }
             // Older generations are expired or released: clear them away.
             for (_, old) in &generations {
                 let _ = root.delete(old).await;
@@ -106,25 +115,61 @@ impl Lease {
             let current = Arc::new(std::sync::Mutex::new(path));
             let renewer = tokio::spawn(renew(
                 Arc::clone(root),
-                dir,
+                dir.clone(),
                 next,
-                holder,
+                holder.clone(),
                 ttl,
                 Arc::clone(&current),
             ));
             return Ok(Lease {
                 root: Arc::clone(root),
                 current,
+                dir,
+                holder,
                 renewer,
             });
         }
     }
 }
 
+/// The table's lease generations, oldest first.
+async fn list(root: &Root, dir: &Path) -> Result<Vec<(u64, Path)>> {
+    let mut generations: Vec<(u64, Path)> = root
+        .objects
+        .list(Some(dir))
+        .try_filter_map(|meta| async move {
+            Ok(generation_of(&meta.location).map(|g| (g, meta.location)))
+        })
+        .try_collect()
+        .await
+        .map_err(|source| LocalStoreError::ListLease { source })?;
+    generations.sort_by_key(|(g, _)| *g);
+    Ok(generations)
+}
+
+/// Whether `generation`, just created, is the newest: no other process took
+/// the lease over with a later one before this create reached the store.
+async fn newest_is(root: &Root, dir: &Path, generation: u64) -> Result<bool> {
+    Ok(list(root, dir)
+        .await?
+        .last()
+        .is_some_and(|(newest, _)| *newest == generation))
+}
+
 async fn create(root: &Root, path: &Path, holder: &str, ttl: Duration) -> Result<Created> {
+    let expires_ms = now_ms() + i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX / 2);
+    create_expiring(root, path, holder, expires_ms).await
+}
+
+async fn create_expiring(
+    root: &Root,
+    path: &Path,
+    holder: &str,
+    expires_ms: i64,
+) -> Result<Created> {
     let held = Held {
         holder: holder.to_string(),
-        expires_ms: now_ms() + i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX / 2),
+        expires_ms,
     };
     let bytes =
         serde_json::to_vec(&held).map_err(|e| LocalStoreError::encoding("a tiering lease", e))?;
@@ -149,6 +194,13 @@ async fn renew(
         let next = generation_path(&dir, generation + 1);
         match create(&root, &next, &holder, ttl).await {
             Ok(Created::Yes) => {
+                // Taken over while this renewal was on its way: the number
+                // was free again, but it is not the lease. (Not known for
+                // now: the next turn looks again.)
+                if let Ok(false) = newest_is(&root, &dir, generation + 1).await {
+                    let _ = root.delete(&next).await;
+                    return;
+                }
                 let old = std::mem::replace(
                     &mut *current.lock().unwrap_or_else(|e| e.into_inner()),
                     next,
@@ -178,12 +230,23 @@ impl Drop for Lease {
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             return;
         };
+        let (dir, holder) = (self.dir.clone(), self.holder.clone());
         // Released before the holder goes on (a process that exits right
         // after, as `lakestream-cli tier --once` does, must not leave its
         // lease for the next one to wait out); where this thread cannot
-        // block, in the background. A lease not deleted expires anyway.
+        // block, in the background. A lease not released expires anyway.
+        // Released by the next generation, already expired: the newest is
+        // never deleted, so numbers only grow.
         let release = async move {
-            let _ = root.delete(&path).await;
+            let Some(generation) = generation_of(&path) else {
+                return;
+            };
+            let released = generation_path(&dir, generation + 1);
+            // Taken over already (`AlreadyExists`) or released: this
+            // generation is no longer the newest either way.
+            if create_expiring(&root, &released, &holder, 0).await.is_ok() {
+                let _ = root.delete(&path).await;
+            }
         };
         if runtime.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread {
             tokio::task::block_in_place(|| runtime.block_on(release));
@@ -196,6 +259,83 @@ impl Drop for Lease {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::faulty::{Fault, Faults, FaultyStore, Op, Rule};
+
+    /// A renewal that reaches the store after the lease ran out, was taken
+    /// over, released and taken again lands on a number free again: it
+    /// must neither count as the lease nor take the new holder's away.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_late_renewal_takes_nothing_from_the_next_holders() {
+        let ttl = Duration::from_secs(3);
+        let objects: Arc<dyn object_store::ObjectStore> =
+            Arc::new(object_store::memory::InMemory::new());
+        let faults = Faults::seeded(5);
+        let id = std::process::id();
+        let (late_url, next_url) = (
+            format!("faulty://late-renewal-{id}"),
+            format!("faulty://next-holders-{id}"),
+        );
+        let late_objects = Arc::new(FaultyStore::new(Arc::clone(&objects), faults.clone()));
+        super::super::register_object_store_with_lease(&late_url, late_objects, ttl)
+            .expect("register");
+        super::super::register_object_store_with_lease(&next_url, objects, ttl).expect("register");
+        let late_root = Root::open(&late_url, &Default::default(), ttl).expect("root");
+        let next_root = Root::open(&next_url, &Default::default(), ttl).expect("root");
+        let table = Path::from("db/t");
+        let late = Lease::acquire(&late_root, &table, ttl)
+            .await
+            .expect("the first lease");
+        // Its first renewal (after 1 s) reaches the store 6 s late: the
+        // lease runs out after 3 s.
+        let stalled = faults.add(
+            Rule::new(Op::Put, Fault::Delay(Duration::from_secs(6)))
+                .path_contains("/lease/")
+                .times(1),
+        );
+        let second = Lease::acquire(&next_root, &table, ttl)
+            .await
+            .expect("taken over once the first ran out");
+        assert_eq!(faults.fired(stalled), 1, "the renewal is on its way");
+        drop(second);
+        let third = Lease::acquire(&next_root, &table, ttl)
+            .await
+            .expect("taken after a release");
+        // The late renewal lands (about 7 s after the first lease).
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        assert!(
+            late.renewer.is_finished(),
+            "the late holder knows it no longer holds the lease"
+        );
+        let generations = list(&next_root, &path::lease_dir(&table))
+            .await
+            .expect("list");
+        let held = third
+            .current
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        assert_eq!(
+            generations.last().map(|(_, path)| path),
+            Some(&held),
+            "the third holder's generation is the newest: {generations:?}"
+        );
+        for (_, generation) in &generations {
+            let there: Held = serde_json::from_slice(
+                &next_root
+                    .get(generation)
+                    .await
+                    .expect("get")
+                    .expect("listed"),
+            )
+            .expect("a lease");
+            assert_ne!(there.holder, late.holder, "{generation} is the late one's");
+            if *generation == held {
+                assert_eq!(there.holder, third.holder);
+            }
+        }
+        drop(third);
+        drop(late);
+    }
 
     #[test]
     fn generations_are_named_in_order() {

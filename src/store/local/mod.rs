@@ -51,7 +51,7 @@ use futures::future::BoxFuture;
 use paimon::catalog::{Catalog, Identifier};
 use paimon::table::Table;
 
-pub use root::register_object_store;
+pub use root::{register_object_store, register_object_store_with_lease};
 pub use table::TIER_USER;
 
 use self::root::Root;

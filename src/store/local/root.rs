@@ -20,7 +20,7 @@ use bytes::Bytes;
 use object_store::local::LocalFileSystem;
 use object_store::memory::InMemory;
 use object_store::path::Path;
-use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutPayload};
+use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutPayload, UpdateVersion};
 use paimon::catalog::Identifier;
 use url::Url;
 
@@ -42,6 +42,9 @@ pub(crate) struct Root {
     /// Set once this process has seen the object store honour
     /// create-if-absent ([`Root::check_create_if_absent`]).
     create_if_absent: tokio::sync::OnceCell<()>,
+    /// Set once this process has seen the object store honour a
+    /// conditional replace ([`Root::check_conditional_replace`]).
+    conditional_replace: tokio::sync::OnceCell<()>,
     /// How long this process's tiering leases last unless renewed
     /// (`local.lease-ttl`); each lease carries its own expiry, so
     /// processes with other settings wait for it correctly.
@@ -58,6 +61,18 @@ fn roots() -> &'static Mutex<HashMap<String, Arc<Root>>> {
 /// run the store over a wrapped object store (fault injection, metrics).
 /// Catalogs opened afterwards with `local.path = '<url>'` use it.
 pub fn register_object_store(url: &str, objects: Arc<dyn ObjectStore>) -> Result<()> {
+    register_object_store_with_lease(url, objects, super::DEFAULT_LEASE_TTL)
+}
+
+/// [`register_object_store`], with the length of this root's tiering
+/// leases: they are used where `url` is an `s3://` one (an S3 client
+/// wrapped, or a stand-in for one); `local.lease-ttl` does not reach a
+/// registered root.
+pub fn register_object_store_with_lease(
+    url: &str,
+    objects: Arc<dyn ObjectStore>,
+    lease_ttl: Duration,
+) -> Result<()> {
     let url = to_url(url)?;
     let root = Arc::new(Root {
         url: url.to_string(),
@@ -65,7 +80,8 @@ pub fn register_object_store(url: &str, objects: Arc<dyn ObjectStore>) -> Result
         local_dir: None,
         tables: Mutex::new(HashMap::new()),
         create_if_absent: tokio::sync::OnceCell::new(),
-        lease_ttl: super::DEFAULT_LEASE_TTL,
+        conditional_replace: tokio::sync::OnceCell::new(),
+        lease_ttl,
     });
     roots()
         .lock()
@@ -93,6 +109,13 @@ pub(crate) type LockedReads = (std::fs::File, Vec<Option<Bytes>>);
 pub(crate) enum Created {
     Yes,
     AlreadyExists,
+}
+
+/// Whether `replace_if` replaced the object or found another version there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Replaced {
+    Yes,
+    Changed,
 }
 
 /// Why `put_new` failed: before anything could land, or after (or while)
@@ -182,6 +205,7 @@ impl Root {
             local_dir,
             tables: Mutex::new(HashMap::new()),
             create_if_absent: tokio::sync::OnceCell::new(),
+            conditional_replace: tokio::sync::OnceCell::new(),
             lease_ttl,
         });
         roots.insert(key, Arc::clone(&root));
@@ -249,6 +273,93 @@ impl Root {
                 Some(bytes) if bytes.as_ref() == b"first" => Ok(()),
                 _ => Err(refused(
                     "answered a create-if-absent as refused but replaced the object".to_string(),
+                )),
+            }
+        }
+        .await;
+        let _ = self.delete(&path).await;
+        outcome
+    }
+
+    /// Checks, once per process, that the object store honours a
+    /// conditional replace (a put with `If-Match` on S3): a put naming
+    /// another version than the one there is refused, one naming it is
+    /// let through. Replacing a table's `table.json` needs it
+    /// ([`Self::replace_if`]), so it is asked only then, not by every
+    /// write. Local disk replaces under a file lock and needs no check.
+    pub(crate) async fn check_conditional_replace(&self) -> Result<()> {
+        if self.local_dir.is_some() {
+            return Ok(());
+        }
+        self.conditional_replace
+            .get_or_try_init(|| self.probe_conditional_replace())
+            .await
+            .map(|_| ())
+    }
+
+    async fn probe_conditional_replace(&self) -> Result<()> {
+        let path = Path::from(format!("_probe/replace-if-{}", uuid::Uuid::new_v4()));
+        let refused = |what: &str| -> Error {
+            LocalStoreError::NoConditionalReplace {
+                root: self.display(),
+                what: what.to_string(),
+            }
+            .into()
+        };
+        let replace = |bytes: &'static [u8], version: UpdateVersion| {
+            self.objects.put_opts(
+                &path,
+                PutPayload::from_static(bytes),
+                PutMode::Update(version).into(),
+            )
+        };
+        // An error other than the answers below leaves the question open.
+        let failed = |e: object_store::Error| match e {
+            object_store::Error::NotImplemented { .. } => {
+                refused("does not support a conditional replace ('If-Match')")
+            }
+            source => LocalStoreError::Probe {
+                root: self.display(),
+                source,
+            }
+            .into(),
+        };
+        let outcome = async {
+            self.objects
+                .put(&path, PutPayload::from_static(b"first"))
+                .await
+                .map_err(failed)?;
+            let Some((_, version)) = self.get_versioned(&path).await? else {
+                return Err(refused("lost an object just put"));
+            };
+            let stale = UpdateVersion {
+                e_tag: Some("\"not-the-version-there\"".to_string()),
+                version: None,
+            };
+            match replace(b"second", stale).await {
+                Err(object_store::Error::Precondition { .. }) => {}
+                Ok(_) => {
+                    return Err(refused(
+                        "ignored a conditional replace: a put naming another version \
+                         ('If-Match') replaced the object",
+                    ))
+                }
+                Err(e) => return Err(failed(e)),
+            }
+            match replace(b"third", version).await {
+                Ok(_) => {}
+                Err(object_store::Error::Precondition { .. }) => {
+                    return Err(refused(
+                        "refused a conditional replace ('If-Match') naming the version there",
+                    ))
+                }
+                Err(e) => return Err(failed(e)),
+            }
+            match self.get(&path).await? {
+                Some(bytes) if bytes.as_ref() == b"third" => Ok(()),
+                _ => Err(refused(
+                    "answered a conditional replace ('If-Match') as done but did not replace \
+                     the object",
                 )),
             }
         }
@@ -490,6 +601,67 @@ impl Root {
                     }
                     .into()
                 }),
+        }
+    }
+
+    /// Replaces `path` with `bytes` only if it is still the version
+    /// `expected` (read with [`Self::get_versioned`]; `None`: still absent),
+    /// durably and atomically. On local disk the caller's file lock is
+    /// what keeps other writers out, and this is [`Self::put_replace`]. A
+    /// put whose answer was lost and that landed anyway counts as done:
+    /// the bytes are ours (they carry an id of their own).
+    pub(crate) async fn replace_if(
+        &self,
+        path: &Path,
+        bytes: Bytes,
+        expected: Option<UpdateVersion>,
+    ) -> Result<Replaced> {
+        if self.local_file(path).is_some() {
+            self.put_replace(path, bytes).await?;
+            return Ok(Replaced::Yes);
+        }
+        let mode = match expected {
+            None => PutMode::Create,
+            Some(version) => PutMode::Update(version),
+        };
+        let put = self
+            .objects
+            .put_opts(path, PutPayload::from(bytes.clone()), mode.into())
+            .await;
+        match put {
+            Ok(_) => Ok(Replaced::Yes),
+            Err(
+                object_store::Error::AlreadyExists { .. }
+                | object_store::Error::Precondition { .. },
+            ) => match self.get(path).await? {
+                Some(there) if there == bytes => Ok(Replaced::Yes),
+                _ => Ok(Replaced::Changed),
+            },
+            Err(source) => Err(LocalStoreError::WriteObject {
+                path: path.clone(),
+                source,
+            }
+            .into()),
+        }
+    }
+
+    /// Reads an object with the version a conditional replace names
+    /// ([`Self::replace_if`]); `None` when there is none.
+    pub(crate) async fn get_versioned(
+        &self,
+        path: &Path,
+    ) -> Result<Option<(Bytes, UpdateVersion)>> {
+        match self.objects.get(path).await {
+            Ok(get) => {
+                let version = UpdateVersion {
+                    e_tag: get.meta.e_tag.clone(),
+                    version: get.meta.version.clone(),
+                };
+                let bytes = get.bytes().await.map_err(LocalStoreError::from)?;
+                Ok(Some((bytes, version)))
+            }
+            Err(object_store::Error::NotFound { .. }) => Ok(None),
+            Err(e) => Err(LocalStoreError::from(e).into()),
         }
     }
 

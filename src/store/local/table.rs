@@ -45,7 +45,7 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::{oneshot, Notify};
 
 use super::error::LocalStoreError;
-use super::root::{Created, PutFailed, Root};
+use super::root::{Created, PutFailed, Replaced, Root};
 use super::segment::{self, log_schema, Entry, Part, PartList, SegmentError};
 use super::{failpoint, path, LOCAL};
 use crate::error::{Error, Result};
@@ -590,6 +590,20 @@ impl Incarnation {
     }
 }
 
+/// What [`TableState::delete_files`] deletes.
+#[derive(Debug, Clone, Copy)]
+enum Doomed<'a> {
+    /// Every object of the table, `table.json` first (a dropped table).
+    All,
+    /// The files of the incarnation a replacement took out of
+    /// `table.json`, and nothing else: on an object store a deletion can
+    /// run late, after another process attached the table again, and
+    /// only an incarnation no `table.json` can name again is safe to
+    /// delete then. (One left by a replacement cut short stays until the
+    /// table is dropped; it is never read.)
+    Incarnation(&'a TableMeta),
+}
+
 struct PendingWrite {
     /// Writes are grouped only with writes planned against the same schema.
     schema: SchemaRef,
@@ -800,14 +814,34 @@ impl TableState {
 
     /// Creates the store-side table if it is not there, or replaces one that
     /// belongs to an earlier Paimon table of the same name. Idempotent.
+    ///
+    /// On an object store the tiering lease can run out while this waits
+    /// on the server (a put stalled in retries, a paused process), and
+    /// another process attach the table meanwhile. So `table.json` is
+    /// replaced only if it is still the version read (a conditional put),
+    /// and a replacement deletes only the incarnation it replaced: a late
+    /// put fails instead of taking the other process's table away, and a
+    /// late deletion finds nothing but files no `table.json` names.
     pub(crate) async fn attach(&self, table: &Table) -> Result<()> {
         // A store that cannot create safely is refused before it holds rows.
         self.root.check_create_if_absent().await?;
-        let created = paimon_created_ms(table).await?;
         let _in_process = self.tiering.lock().await;
         let _across_processes = self.root.lock_tiering(&self.dir).await?;
-        let (replacing, _writes) = match self.read_meta().await? {
-            None => (false, None),
+        // Asked only now the locks are held: a table dropped and created
+        // again while this waited for them is the one there, and a handle
+        // on the dropped one is refused, never taken for the table there.
+        self.check_handle(table).await?;
+        let created = paimon_created_ms(table).await?;
+        let location = path::table_meta(&self.dir);
+        let (old, version) = match self.root.get_versioned(&location).await? {
+            None => (None, None),
+            Some((bytes, version)) => (
+                self.parse_json::<TableMeta>(&location, Some(bytes))?,
+                Some(version),
+            ),
+        };
+        let (replaced, _writes) = match old {
+            None => (None, None),
             Some(meta) if meta.paimon_created_ms.is_none_or(|known| known == created) => {
                 if !crate::options::is_enabled(table.schema().options()) {
                     // Boxed: its futures would make attach's too big for a stack.
@@ -822,7 +856,7 @@ impl TableState {
             // written before anything is deleted), so none lands where the
             // old files were, after they went, with nothing left to read
             // or delete it.
-            Some(_) => (true, self.root.lock_trim(&self.dir, false).await?),
+            Some(meta) => (Some(meta), self.root.lock_trim(&self.dir, false).await?),
         };
         let base_snapshot = table.snapshot_manager().get_latest_snapshot_id().await?;
         let meta = TableMeta {
@@ -834,14 +868,25 @@ impl TableState {
         };
         let bytes = serde_json::to_vec_pretty(&meta)
             .map_err(|e| LocalStoreError::encoding("table.json", e))?;
-        self.root
-            .put_replace(&path::table_meta(&self.dir), Bytes::from(bytes))
+        if version.is_some() {
+            self.root.check_conditional_replace().await?;
+        }
+        let outcome = self
+            .root
+            .replace_if(&location, Bytes::from(bytes), version)
             .await?;
         *self.current.lock().unwrap_or_else(|e| e.into_inner()) = None;
-        if replacing {
+        if outcome == Replaced::Changed {
+            // Attached by another process meanwhile: to this Paimon table,
+            // the work is done; to another, this process's view is stale.
+            return match self.read_meta().await? {
+                Some(there) if there.paimon_created_ms == Some(created) => Ok(()),
+                _ => Err(LocalStoreError::AttachedMeanwhile { table: self.name() }.into()),
+            };
+        }
+        if let Some(replaced) = replaced {
             // A crash before this leaves the old files unread: never rows.
-            self.delete_files(Some(&Incarnation::new(&self.dir, &meta).dir))
-                .await?;
+            self.delete_files(Doomed::Incarnation(&replaced)).await?;
         }
         Ok(())
     }
@@ -939,41 +984,50 @@ impl TableState {
         // No write is between checking the table and its put.
         let _writes = self.root.lock_trim(&self.dir, false).await?;
         drop_in_catalog.await?;
-        self.delete_files(None).await?;
+        self.delete_files(Doomed::All).await?;
         *self.current.lock().unwrap_or_else(|e| e.into_inner()) = None;
         Ok(())
     }
 
-    /// Deletes the table's objects: with `kept`, the directory of the
-    /// incarnation `table.json` now names, every object but `table.json` and
-    /// those under `kept`; without, `table.json` first (a half-deleted table
-    /// is a missing table), then the rest. The tiering lock and lease stay:
-    /// they are how processes agree on who tiers, across incarnations, and
-    /// the caller holds them while it deletes.
-    async fn delete_files(&self, kept: Option<&Path>) -> Result<()> {
+    /// Deletes the table's objects ([`Doomed`]). The tiering lock and lease
+    /// stay: they are how processes agree on who tiers, across
+    /// incarnations, and the caller holds them while it deletes.
+    async fn delete_files(&self, doomed: Doomed<'_>) -> Result<()> {
         let meta = path::table_meta(&self.dir);
-        if kept.is_none() {
-            self.root.delete(&meta).await?;
-        }
+        let listed = match doomed {
+            Doomed::All => {
+                // A half-deleted table is a missing table.
+                self.root.delete(&meta).await?;
+                self.dir.clone()
+            }
+            Doomed::Incarnation(replaced) => Incarnation::new(&self.dir, replaced).dir,
+        };
         let paths: Vec<Path> = self
             .root
             .objects
-            .list(Some(&self.dir))
+            .list(Some(&listed))
             .map_ok(|m| m.location)
             .try_collect()
             .await
             .map_err(LocalStoreError::from)?;
         let lease = path::lease_dir(&self.dir);
-        let doomed = paths
+        // A table of the first format kept its files beside the
+        // incarnations that replaced it.
+        let first_format = matches!(doomed, Doomed::Incarnation(m) if m.incarnation.is_empty());
+        let targets = paths
             .into_iter()
             .filter(|location| {
                 let lock = matches!(location.filename(), Some("tier.lock" | "trim.lock"))
                     || location.prefix_matches(&lease);
-                let current = kept.is_some_and(|dir| location.prefix_matches(dir));
-                *location != meta && !lock && !current
+                let incarnation = first_format
+                    && location
+                        .prefix_match(&self.dir)
+                        .and_then(|mut parts| parts.next())
+                        .is_some_and(|first| first.as_ref().starts_with("i-"));
+                *location != meta && !lock && !incarnation
             })
             .collect();
-        self.root.delete_all(doomed).await
+        self.root.delete_all(targets).await
     }
 
     // ----------------------------------------------------------------- writes
@@ -2820,7 +2874,7 @@ mod tests {
         let lease = Lease::acquire(&root, &state.dir, Duration::from_secs(30))
             .await
             .expect("lease");
-        state.delete_files(None).await.expect("delete");
+        state.delete_files(Doomed::All).await.expect("delete");
         let left: Vec<Path> = root
             .objects
             .list(Some(&state.dir))
