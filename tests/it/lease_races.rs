@@ -112,6 +112,13 @@ impl Race {
             .expect("an acknowledged write");
     }
 
+    /// Holds the late process's next call of kind `op` on a path with
+    /// `path` in it for `by` before it reaches the store.
+    fn hold(&self, op: Op, path: &str, by: Duration) -> RuleId {
+        self.faults
+            .add(Rule::new(op, Fault::Delay(by)).path_contains(path).times(1))
+    }
+
     /// The late process's renewals of its lease fail (its first put under
     /// `lease/` takes it): the lease runs out 3 s after it is taken.
     fn renewals_fail(&self) {
@@ -181,11 +188,7 @@ async fn a_late_put_of_table_json_does_not_land() {
     let race = Race::new("put").await;
     race.attached().await;
     let table = race.recreate().await;
-    let stalled = race.faults.add(
-        Rule::new(Op::Put, Fault::Delay(Duration::from_secs(8)))
-            .path_contains("table.json")
-            .times(1),
-    );
+    let stalled = race.hold(Op::Put, "table.json", Duration::from_secs(8));
     race.renewals_fail();
     let late = race.start_late_attach(&table, stalled).await;
     race.next_takes_over(&table, &late).await;
@@ -209,16 +212,10 @@ async fn a_late_deletion_takes_only_the_replaced_files() {
     // Once the late process's put of `table.json` is on its way (held
     // for half a second), its next list, the deletion's, is made to reach
     // the store 8 s late.
-    let put = race.faults.add(
-        Rule::new(Op::Put, Fault::Delay(Duration::from_millis(500)))
-            .path_contains("table.json")
-            .times(1),
-    );
+    let put = race.hold(Op::Put, "table.json", Duration::from_millis(500));
     race.renewals_fail();
     let late = race.start_late_attach(&second, put).await;
-    let stalled = race
-        .faults
-        .add(Rule::new(Op::List, Fault::Delay(Duration::from_secs(8))).times(1));
+    let stalled = race.hold(Op::List, "", Duration::from_secs(8));
     race.wait_fired(stalled, &late).await;
     let third = race.recreate().await;
     race.next_takes_over(&third, &late).await;
@@ -238,11 +235,7 @@ async fn an_attach_that_waited_for_the_lease_checks_its_table_again() {
     race.attached().await;
     let second = race.recreate().await;
     // The late process's look at the lease reaches the store 6 s late.
-    let stalled = race.faults.add(
-        Rule::new(Op::List, Fault::Delay(Duration::from_secs(6)))
-            .path_contains("/lease")
-            .times(1),
-    );
+    let stalled = race.hold(Op::List, "/lease", Duration::from_secs(6));
     let late = race.start_late_attach(&second, stalled).await;
     let third = race.recreate().await;
     race.next_takes_over(&third, &late).await;

@@ -486,6 +486,7 @@ async fn a_tiering_process_that_exits_releases_its_lease() {
         .duration_since(std::time::UNIX_EPOCH)
         .expect("time")
         .as_millis();
+    let mut newest_expires_ms = None;
     for key in &leases {
         let bytes = object_store::ObjectStoreExt::get(
             &client(&s3),
@@ -502,5 +503,8 @@ async fn a_tiering_process_that_exits_releases_its_lease() {
             u128::from(expires_ms) <= now_ms,
             "the exited process left a held lease {key}: {lease}"
         );
+        newest_expires_ms = Some(expires_ms);
     }
+    // Listed in order: the newest generation is a release.
+    assert_eq!(newest_expires_ms, Some(0), "{leases:?}");
 }
