@@ -9,7 +9,17 @@ use paimon_lakestream::LakeStreamContext;
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1);
     let n: usize = args.next().map(|s| s.parse()).transpose()?.unwrap_or(500);
+    if n == 0 {
+        return Err("N, the number of statements, must be at least 1".into());
+    }
     let kind = args.next().unwrap_or_else(|| "lakestream".to_string());
+    let with = match kind.as_str() {
+        "lakestream" => " WITH ('lakestream.enabled' = 'true')",
+        "paimon" => "",
+        other => {
+            return Err(format!("the table kind is 'lakestream' or 'paimon', not '{other}'").into())
+        }
+    };
     let dir = tempfile::tempdir()?;
     let warehouse = dir.path().join("warehouse");
     std::fs::create_dir_all(&warehouse)?;
@@ -20,11 +30,6 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     ]);
     let mut ctx = LakeStreamContext::new();
     ctx.register_catalog("paimon", options).await?;
-    let with = if kind == "paimon" {
-        ""
-    } else {
-        " WITH ('lakestream.enabled' = 'true')"
-    };
     ctx.sql(&format!(
         "CREATE TABLE t (id INT, v STRING, n BIGINT){with}"
     ))
