@@ -183,6 +183,10 @@ pub enum Fault {
     /// replacing what is there, and reported as a success: an S3-compatible
     /// server that ignores `If-None-Match`. Only for puts.
     IgnoresCondition,
+    /// A get or head answers without the object's version (no `ETag`, no
+    /// version id): a server or gateway that leaves them out. Only for gets
+    /// and heads.
+    NoVersion,
 }
 
 impl Fault {
@@ -211,6 +215,7 @@ impl Fault {
             Fault::LandsThenFails(_) => op.writes(),
             Fault::ListMissesLatestPuts(_) | Fault::ListMissesModifiedWithin(_) => op == Op::List,
             Fault::IgnoresCondition => op == Op::Put,
+            Fault::NoVersion => matches!(op, Op::Get | Op::Head),
         }
     }
 }
@@ -771,10 +776,16 @@ impl ObjectStore for FaultyStore {
         let op = if options.head { Op::Head } else { Op::Get };
         let decision = self.faults.decide(op, location.as_ref());
         decision.wait().await;
-        if let Some(Fault::Fail(kind)) = decision.fault {
-            return Err(kind.error(op, location.as_ref(), false));
+        match decision.fault {
+            Some(Fault::Fail(kind)) => Err(kind.error(op, location.as_ref(), false)),
+            Some(Fault::NoVersion) => {
+                let mut result = self.inner.get_opts(location, options).await?;
+                result.meta.e_tag = None;
+                result.meta.version = None;
+                Ok(result)
+            }
+            _ => self.inner.get_opts(location, options).await,
         }
-        self.inner.get_opts(location, options).await
     }
 
     async fn get_ranges(

@@ -246,3 +246,31 @@ async fn an_attach_that_waited_for_the_lease_checks_its_table_again() {
     assert!(error.to_string().contains("dropped"), "{error}");
     race.assert_rows_kept(&third).await;
 }
+
+/// An object store that answers reads without a version (no `ETag`) gives
+/// a replacement nothing to name: replacing `table.json` is refused with
+/// the reason, before anything is written, and the table attached before
+/// keeps its rows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_store_without_versions_refuses_to_replace() {
+    let race = Race::new("unversioned").await;
+    let first = race.attached().await;
+    race.faults
+        .add(Rule::on(&[Op::Get, Op::Head], Fault::NoVersion));
+    let second = race.recreate().await;
+    let error = race
+        .late
+        .attach_table(&second)
+        .await
+        .expect_err("no version to name");
+    let message = error.to_string();
+    assert!(
+        message.contains("without the object's version") && message.contains("If-Match"),
+        "{message}"
+    );
+    assert_eq!(
+        race.next.pending_rows(&first).await.expect("pending rows"),
+        1,
+        "the attached table keeps its row"
+    );
+}

@@ -332,6 +332,14 @@ impl Root {
             let Some((_, version)) = self.get_versioned(&path).await? else {
                 return Err(refused("lost an object just put"));
             };
+            // Nothing for a replace to name: it could only be refused, or
+            // carried out over whatever is there.
+            if version.e_tag.is_none() && version.version.is_none() {
+                return Err(refused(
+                    "answers a read without the object's version (no 'ETag'), which a \
+                     conditional replace ('If-Match') names",
+                ));
+            }
             let stale = UpdateVersion {
                 e_tag: Some("\"not-the-version-there\"".to_string()),
                 version: None,
