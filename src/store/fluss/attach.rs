@@ -90,9 +90,47 @@ impl FlussStore {
             }
         }
         if !enabled {
+            self.until_taken_in(target, &info).await?;
             self.set_tiering(target, true).await?;
         }
         Ok(())
+    }
+
+    /// Waits until Fluss's coordinator has taken a new table in: every
+    /// bucket has a leader, which only the coordinator's handling of the
+    /// creation assigns. Fluss 0.9's coordinator handles a change of a
+    /// table's properties that reaches it first by failing
+    /// (`NullPointerException` in `processTableRegistrationChange`) and then
+    /// never takes the table in: its buckets stay without a leader, and every
+    /// write to it fails. Turning tiering on is such a change.
+    async fn until_taken_in(&self, target: &Target, info: &TableInfo) -> Result<()> {
+        let deadline = tokio::time::Instant::now() + target.request_timeout;
+        let mut pause = Duration::from_millis(20);
+        loop {
+            let leaderless: Vec<i32> = self
+                .bucket_leaders(target, info)
+                .await?
+                .into_iter()
+                .filter(|(_, leader)| leader.is_none())
+                .map(|(bucket, _)| bucket)
+                .collect();
+            if leaderless.is_empty() {
+                return Ok(());
+            }
+            if tokio::time::Instant::now() + pause >= deadline {
+                return Err(target.unavailable(
+                    "turn tiering on for",
+                    format!(
+                        "buckets {leaderless:?} of the new table still have no leader after \
+                         {:?} (fluss.client.request-timeout): Fluss's coordinator has not \
+                         taken the table in",
+                        target.request_timeout
+                    ),
+                ));
+            }
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(Duration::from_millis(500));
+        }
     }
 
     /// Turns Fluss's tiering of the table on or off.

@@ -230,6 +230,12 @@ impl From<FlussStoreError> for Error {
 pub(super) fn describe(error: &fluss::error::Error) -> String {
     match error {
         fluss::error::Error::FlussAPIError { api_error } => api_error.message.clone(),
+        // fluss-rs prints a failed connection as "connection error" alone,
+        // without what failed (refused, timed out).
+        fluss::error::Error::RpcError {
+            source: fluss::rpc::RpcError::ConnectionError(detail),
+            ..
+        } => format!("connection error: {detail}"),
         fluss::error::Error::RpcError { message, .. } => message.clone(),
         other => other.to_string(),
     }

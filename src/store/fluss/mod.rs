@@ -199,22 +199,12 @@ impl FlussStore {
                 up.len()
             ));
         } else if info.get_partition_keys().is_empty() {
-            let metadata = self.connection.get_metadata();
-            target
-                .retrying_when(
-                    "find the bucket leaders of",
-                    or_connection_errors(2),
-                    || metadata.update_table_metadata(&target.path),
-                )
-                .await?;
-            let cluster = metadata.get_cluster();
-            let leaderless: Vec<i32> = (0..info.get_num_buckets())
-                .filter(|bucket| {
-                    let bucket = fluss::metadata::TableBucket::new(info.get_table_id(), *bucket);
-                    !cluster
-                        .leader_for(&bucket)
-                        .is_some_and(|leader| up.contains(&leader.id()))
-                })
+            let leaderless: Vec<i32> = self
+                .bucket_leaders(target, &info)
+                .await?
+                .into_iter()
+                .filter(|(_, leader)| !leader.is_some_and(|id| up.contains(&id)))
+                .map(|(bucket, _)| bucket)
                 .collect();
             if !leaderless.is_empty() {
                 down = Some(format!(
@@ -230,6 +220,33 @@ impl FlussStore {
             }
             .into()),
         }
+    }
+
+    /// The leader (a tablet server's id) of each bucket of an unpartitioned
+    /// table, from metadata fetched now; `None` for a bucket without one.
+    async fn bucket_leaders(
+        &self,
+        target: &Target,
+        info: &TableInfo,
+    ) -> Result<Vec<(i32, Option<i32>)>> {
+        let metadata = self.connection.get_metadata();
+        target
+            .retrying_when(
+                "find the bucket leaders of",
+                or_connection_errors(2),
+                || metadata.update_table_metadata(&target.path),
+            )
+            .await?;
+        let cluster = metadata.get_cluster();
+        Ok((0..info.get_num_buckets())
+            .map(|bucket| {
+                let bucket_id = fluss::metadata::TableBucket::new(info.get_table_id(), bucket);
+                (
+                    bucket,
+                    cluster.leader_for(&bucket_id).map(fluss::ServerNode::id),
+                )
+            })
+            .collect())
     }
 
     async fn table_info(&self, target: &Target) -> Result<TableInfo> {
