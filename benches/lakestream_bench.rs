@@ -152,6 +152,17 @@ impl Sizes {
 
 type Error = Box<dyn std::error::Error + Send + Sync>;
 
+/// Single-row INSERTs into one table: statements per second, and a
+/// statement's milliseconds in `ctx.sql` (parse, logical planning, routing),
+/// in physical planning and in the run (the write, and the commit for Paimon).
+#[derive(Debug, Default, Clone, Copy)]
+struct InsertTimes {
+    per_s: f64,
+    sql_ms: f64,
+    plan_ms: f64,
+    run_ms: f64,
+}
+
 struct Bench {
     ctx: LakeStreamContext,
     store: String,
@@ -282,23 +293,50 @@ impl Bench {
         Ok((percentile(&latencies, 0.50), percentile(&latencies, 0.99)))
     }
 
-    /// Single-row INSERT statements per second into a lake-stream table and
-    /// into a plain Paimon table.
-    async fn small_inserts(&self, count: usize) -> Result<(f64, f64), Error> {
+    /// Single-row INSERT statements into a lake-stream table and into a plain
+    /// Paimon table: for each, statements per second and where a statement's
+    /// time goes (`ctx.sql`, physical planning, the run), in milliseconds.
+    async fn small_inserts(&self, count: usize) -> Result<[InsertTimes; 2], Error> {
         self.run("CREATE TABLE small_ls (id INT, v STRING, n BIGINT) WITH ('lakestream.enabled' = 'true')")
             .await?;
         self.run("CREATE TABLE small_paimon (id INT, v STRING, n BIGINT)")
             .await?;
-        let mut per_second = Vec::new();
-        for table in ["small_ls", "small_paimon"] {
+        let mut times = [InsertTimes::default(), InsertTimes::default()];
+        for (table, times) in ["small_ls", "small_paimon"].into_iter().zip(&mut times) {
+            let (mut sql, mut plan, mut run) = (Duration::ZERO, Duration::ZERO, Duration::ZERO);
             let started = Instant::now();
             for i in 0..count {
-                self.run(&format!("INSERT INTO {table} VALUES ({i}, 'x', 1)"))
-                    .await?;
+                let statement = format!("INSERT INTO {table} VALUES ({i}, 'x', 1)");
+                let t0 = Instant::now();
+                let df = self
+                    .ctx
+                    .sql(&statement)
+                    .await
+                    .map_err(|e| format!("{statement}: {e}"))?;
+                let t1 = Instant::now();
+                let task = std::sync::Arc::new(df.task_ctx());
+                let physical = df
+                    .create_physical_plan()
+                    .await
+                    .map_err(|e| format!("{statement}: {e}"))?;
+                let t2 = Instant::now();
+                datafusion::physical_plan::collect(physical, task)
+                    .await
+                    .map_err(|e| format!("{statement}: {e}"))?;
+                let t3 = Instant::now();
+                sql += t1 - t0;
+                plan += t2 - t1;
+                run += t3 - t2;
             }
-            per_second.push(count as f64 / started.elapsed().as_secs_f64());
+            let per_statement = |d: Duration| d.as_secs_f64() * 1e3 / count as f64;
+            *times = InsertTimes {
+                per_s: count as f64 / started.elapsed().as_secs_f64(),
+                sql_ms: per_statement(sql),
+                plan_ms: per_statement(plan),
+                run_ms: per_statement(run),
+            };
         }
-        Ok((per_second[0], per_second[1]))
+        Ok(times)
     }
 
     /// Rows per second written to a lake-stream table in INSERT statements of
@@ -812,9 +850,14 @@ async fn bench(args: Args) -> Result<(), Error> {
         eprintln!("  backlog freshness done ({:.0?})", started.elapsed());
     }
     if args.runs("inserts") {
-        let (store_per_s, paimon_per_s) = bench.small_inserts(sizes.small_inserts).await?;
-        figures.insert("small_insert_speedup", store_per_s / paimon_per_s);
-        figures.insert("small_inserts_per_s", store_per_s);
+        let [store, paimon] = bench.small_inserts(sizes.small_inserts).await?;
+        figures.insert("small_insert_speedup", store.per_s / paimon.per_s);
+        figures.insert("small_inserts_per_s", store.per_s);
+        figures.insert("small_insert_sql_ms", store.sql_ms);
+        figures.insert("small_insert_plan_ms", store.plan_ms);
+        figures.insert("small_insert_run_ms", store.run_ms);
+        figures.insert("paimon_small_inserts_per_s", paimon.per_s);
+        figures.insert("paimon_small_insert_run_ms", paimon.run_ms);
         figures.insert(
             "bulk_insert_rows_per_s",
             bench.bulk_inserts(sizes.bulk_rows).await?,
@@ -830,8 +873,8 @@ async fn bench(args: Args) -> Result<(), Error> {
         let (p50, p99) = local.freshness(sizes.freshness_writes).await?;
         figures.insert("local_freshness_p50_ms", p50);
         figures.insert("local_freshness_p99_ms", p99);
-        let (local_per_s, _) = local.small_inserts(sizes.small_inserts).await?;
-        figures.insert("local_small_inserts_per_s", local_per_s);
+        let [local_inserts, _] = local.small_inserts(sizes.small_inserts).await?;
+        figures.insert("local_small_inserts_per_s", local_inserts.per_s);
         figures.insert(
             "local_bulk_insert_rows_per_s",
             local.bulk_inserts(sizes.bulk_rows).await?,
