@@ -233,6 +233,19 @@ impl LakeStreamCatalog {
     }
 }
 
+/// What turning the mode off did before its option was committed (see
+/// [`LakeStreamCatalog::after_disable`]).
+pub(super) enum Disabled {
+    /// Nothing more to do: not lake-stream, or its rows could not be
+    /// reached (a notice says so).
+    Nothing,
+    /// This catalog's store tiered the table.
+    Tiered,
+    /// The store's own tiering service no longer tiers the table, and it
+    /// held nothing Paimon lacks.
+    TieringStopped(Box<Table>),
+}
+
 /// How a `DROP` removes one table.
 pub(super) enum DropPlan {
     /// Only the catalog's table: the store holds nothing this catalog can
@@ -478,9 +491,9 @@ impl LakeStreamCatalog {
     /// holds rows the service has not tiered yet. Answers the table as it
     /// was when the store stopped its service tiering it, so that the
     /// service can be started again if changing the option fails.
-    pub(super) async fn disable(&self, identifier: &Identifier) -> Result<Option<Table>> {
+    pub(super) async fn disable(&self, identifier: &Identifier) -> Result<Disabled> {
         let Ok(Some(table)) = self.lakestream_table(identifier).await else {
-            return Ok(None);
+            return Ok(Disabled::Nothing);
         };
         let name = identifier.full_name();
         let Ok(store) = self.store.require("turning the mode off", identifier) else {
@@ -495,7 +508,7 @@ impl LakeStreamCatalog {
                 self.name,
                 tier_command(identifier, None)
             ));
-            return Ok(None);
+            return Ok(Disabled::Nothing);
         };
         // A store that cannot be reached is reported as such, below.
         let mismatch = match store.get().await {
@@ -510,7 +523,7 @@ impl LakeStreamCatalog {
                  writing to '{name}' again, tier them through that store: {}",
                 tier_command(identifier, None)
             ));
-            return Ok(None);
+            return Ok(Disabled::Nothing);
         }
         let tiered = store
             .call("tier before turning the mode off", |s| {
@@ -519,7 +532,7 @@ impl LakeStreamCatalog {
             })
             .await;
         let error = match tiered {
-            Ok(_) => return Ok(None),
+            Ok(_) => return Ok(Disabled::Tiered),
             Err(Error::TieringElsewhere { store: id }) => {
                 let stopped = store
                     .call("stop tiering before turning the mode off", |s| {
@@ -534,7 +547,7 @@ impl LakeStreamCatalog {
                              '{name}' that Paimon lacks, and its tiering service no longer \
                              tiers the table"
                         ));
-                        return Ok(Some(table));
+                        return Ok(Disabled::TieringStopped(Box::new(table)));
                     }
                     Err(e @ Error::UntieredRows { .. }) => return Err(e),
                     Err(Error::StoreTableMissing { .. }) => format!(
@@ -544,12 +557,12 @@ impl LakeStreamCatalog {
                     Err(e) => not_stopped_notice(&name, &id, &e),
                 };
                 self.notice(notice);
-                return Ok(None);
+                return Ok(Disabled::Nothing);
             }
             Err(e) if store.capabilities().tiering == Tiering::ByItsService => {
                 // Its tiering service may still tier what it holds.
                 self.notice(not_stopped_notice(&name, store.identifier(), &e));
-                return Ok(None);
+                return Ok(Disabled::Nothing);
             }
             Err(e) => e,
         };
@@ -574,7 +587,53 @@ impl LakeStreamCatalog {
             store.identifier(),
             tier_command(identifier, Some(store.identifier()))
         ));
-        Ok(None)
+        Ok(Disabled::Nothing)
+    }
+
+    /// Once the option that turns the mode off is committed: rows that
+    /// reached the store between [`Self::disable`] and the commit (writes
+    /// planned while the mode was on) are tiered now, or named in a notice.
+    /// A write checks the option after its rows reached the store, and is
+    /// acknowledged only if it was still on: so every acknowledged row is
+    /// in Paimon, or in this notice. Writes that find it off fail, their
+    /// outcome unknown.
+    pub(super) async fn after_disable(&self, identifier: &Identifier, disabled: Disabled) {
+        let name = identifier.full_name();
+        match disabled {
+            Disabled::Nothing => {}
+            Disabled::Tiered => {
+                // Boxed: tiering's futures are big for a caller's stack.
+                if let Err(e) = Box::pin(self.tier(identifier, WhenOff::Tier)).await {
+                    let store = self
+                        .store
+                        .require("tiering", identifier)
+                        .map_or_else(|_| "<store>".to_string(), |s| s.identifier().to_string());
+                    self.notice(format!(
+                        "lake-stream mode of '{name}' is off. Rows written while it was being \
+                         turned off may wait in store '{store}', not yet in Paimon: tiering \
+                         them failed ({e}). Before writing to '{name}' again, tier them: {}, \
+                         with this catalog's --warehouse and --option flags",
+                        tier_command(identifier, Some(&store))
+                    ));
+                }
+            }
+            Disabled::TieringStopped(table) => {
+                let Ok(store) = self.store.require("turning the mode off", identifier) else {
+                    return;
+                };
+                let id = store.identifier().to_string();
+                let counted = store
+                    .call(
+                        "count rows written while the mode went off",
+                        |s| async move { s.stop_tiering(table.as_ref()).await },
+                    )
+                    .await;
+                match counted {
+                    Ok(()) | Err(Error::StoreTableMissing { .. }) => {}
+                    Err(e) => self.notice(not_stopped_notice(&name, &id, &e)),
+                }
+            }
+        }
     }
 }
 

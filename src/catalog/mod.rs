@@ -670,18 +670,22 @@ impl Catalog for LakeStreamCatalog {
                 }
             }
             Some(false) => {
-                let stopped = Box::pin(self.disable(identifier)).await?;
+                let disabled = Box::pin(self.disable(identifier)).await?;
                 let altered = self
                     .inner
                     .alter_table(identifier, changes, ignore_if_not_exists)
                     .await;
-                if let (Err(_), Some(table)) = (&altered, stopped) {
+                if altered.is_ok() {
+                    Box::pin(self.after_disable(identifier, disabled)).await;
+                    return altered;
+                }
+                if let lifecycle::Disabled::TieringStopped(table) = disabled {
                     // The mode stays on: the store's service tiers the table
                     // again. Best effort; the error is the one to report.
                     if let Ok(store) = self.store.require("turning the mode off", identifier) {
                         let _ = store
                             .call("attach the table again", |s| async move {
-                                s.attach_table(&table).await
+                                s.attach_table(table.as_ref()).await
                             })
                             .await;
                     }

@@ -97,6 +97,9 @@ impl DataSink for StoreSink {
                 .await
                 .map_err(|e| self.outcome_unknown(e))
                 .map_err(Error::into_run_time)?;
+            self.check_still_lakestream()
+                .await
+                .map_err(Error::into_run_time)?;
             return Ok(written);
         };
         // Rows go to the store as they arrive; nothing is visible before
@@ -126,15 +129,66 @@ impl DataSink for StoreSink {
                 .into_run_time());
             }
         }
-        self.store
+        let written = self
+            .store
             .bounded("write rows", write.commit())
             .await
             .map_err(|e| self.outcome_unknown(e))
-            .map_err(Error::into_run_time)
+            .map_err(Error::into_run_time)?;
+        self.check_still_lakestream()
+            .await
+            .map_err(Error::into_run_time)?;
+        Ok(written)
     }
 }
 
 impl StoreSink {
+    /// The write was routed to the store when it was planned; the mode may
+    /// have gone off since. Turning it off tiers (or stops the store's
+    /// tiering) and then tiers or counts again once the option is
+    /// committed, so rows that reached the store before the option changed
+    /// are in Paimon or named in a notice. Rows that reached it after are
+    /// not acknowledged: their outcome is unknown. One look for the next
+    /// schema file when nothing changed.
+    async fn check_still_lakestream(&self) -> Result<(), Error> {
+        let unknown = |reason: String| Error::WriteOutcomeUnknown {
+            table: self.table.identifier().full_name(),
+            reason,
+        };
+        match self.still_lakestream().await {
+            Ok(true) => Ok(()),
+            Ok(false) => Err(unknown(
+                "its lake-stream mode was turned off while the write ran, after its rows \
+                 reached the store: they may wait there, not in Paimon, until the mode is \
+                 turned on again or they are tiered"
+                    .to_string(),
+            )),
+            Err(e) => Err(unknown(format!(
+                "its rows reached the store, but whether its lake-stream mode is still on \
+                 could not be read: {e}"
+            ))),
+        }
+    }
+
+    async fn still_lakestream(&self) -> paimon::Result<bool> {
+        let table = &self.table;
+        if table.rest_env().is_some() {
+            // A REST catalog's schemas are its server's; its tables are
+            // checked when they are planned only.
+            return Ok(true);
+        }
+        let manager = paimon::table::SchemaManager::new(
+            table.file_io().clone(),
+            table.location().to_string(),
+        );
+        let next = manager.schema_path(table.schema().id() + 1);
+        if !table.file_io().new_input(&next)?.exists().await? {
+            return Ok(true);
+        }
+        let latest = manager.latest().await?;
+        Ok(latest.is_some_and(|schema| crate::options::is_enabled(schema.options())))
+    }
+
     /// A store may still finish a write it did not answer in time.
     fn outcome_unknown(&self, error: Error) -> Error {
         match error {

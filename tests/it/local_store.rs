@@ -350,3 +350,237 @@ async fn a_write_whose_store_table_is_gone_fails_at_run_time() {
     assert!(error.contains("default.t"), "{error}");
     assert!(!error.contains("during planning"), "{error}");
 }
+
+/// The raw Paimon catalog of `warehouse`: no lake-stream guards, as a
+/// catalog that names no store (or another engine) changes the table.
+async fn raw_alter(warehouse: &TestWarehouse, changes: Vec<paimon::spec::SchemaChange>) {
+    let catalog =
+        paimon::CatalogFactory::create(paimon::Options::from_map(warehouse.catalog_options()))
+            .await
+            .expect("catalog");
+    catalog
+        .alter_table(
+            &paimon::catalog::Identifier::new("default", "t"),
+            changes,
+            false,
+        )
+        .await
+        .expect("alter the table");
+}
+
+/// Rows left in the store when the mode went off without tiering, then a
+/// column of theirs dropped: tiering never stops at them in silence (it
+/// used to commit nothing and report success, for ever), and the mode is
+/// not turned on again over them. Once the column is back, they tier.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rows_whose_column_was_dropped_stop_tiering_loudly() {
+    use crate::support::{run, sorted_ids, try_run};
+    use paimon::spec::{DataType, SchemaChange, VarCharType};
+    use paimon_lakestream::catalog::WhenOff;
+
+    let warehouse = TestWarehouse::new(crate::support::CatalogKind::Filesystem).await;
+    let ctx = store_at(&warehouse, "store").await;
+    run(
+        &ctx,
+        "CREATE TABLE t (id INT, c STRING) WITH ('lakestream.enabled' = 'true')",
+    )
+    .await;
+    run(&ctx, "INSERT INTO t VALUES (1, 'x')").await;
+    raw_alter(
+        &warehouse,
+        vec![SchemaChange::set_option(
+            "lakestream.enabled".to_string(),
+            "false".to_string(),
+        )],
+    )
+    .await;
+    raw_alter(&warehouse, vec![SchemaChange::drop_column("c".to_string())]).await;
+
+    let error = try_run(
+        &ctx,
+        "ALTER TABLE t SET TBLPROPERTIES ('lakestream.enabled' = 'true')",
+    )
+    .await
+    .expect_err("the mode must not go on over rows whose column is gone");
+    assert!(error.contains("'default.t'"), "{error}");
+    assert!(error.contains("'c'"), "{error}");
+
+    let catalog = ctx.catalog("paimon").expect("catalog");
+    let id = paimon::catalog::Identifier::new("default", "t");
+    let error = catalog
+        .tier(&id, WhenOff::Tier)
+        .await
+        .expect_err("tiering must not pass rows it cannot commit whole")
+        .to_string();
+    assert!(error.contains("'default.t'"), "{error}");
+    assert!(error.contains("'c'"), "{error}");
+    assert!(error.contains("position 0"), "{error}");
+
+    raw_alter(
+        &warehouse,
+        vec![SchemaChange::add_column(
+            "c".to_string(),
+            DataType::VarChar(VarCharType::new(VarCharType::MAX_LENGTH).expect("type")),
+        )],
+    )
+    .await;
+    let report = catalog.tier(&id, WhenOff::Tier).await.expect("tier");
+    assert_eq!(report.rows, 1);
+    assert_eq!(sorted_ids(&ctx, "SELECT id FROM t").await, vec![1]);
+
+    // The other way out: such a write may be given up, by position; one
+    // whose columns the table has is refused.
+    run(
+        &ctx,
+        "ALTER TABLE t SET TBLPROPERTIES ('lakestream.enabled' = 'true')",
+    )
+    .await;
+    run(&ctx, "INSERT INTO t VALUES (2, 'y')").await;
+    let error = try_run(&ctx, "CALL sys.lakestream_set_aside('default.t', 1)")
+        .await
+        .expect_err("a sound write with the table's columns is not set aside");
+    assert!(error.contains("not damaged"), "{error}");
+    raw_alter(
+        &warehouse,
+        vec![SchemaChange::set_option(
+            "lakestream.enabled".to_string(),
+            "false".to_string(),
+        )],
+    )
+    .await;
+    raw_alter(&warehouse, vec![SchemaChange::drop_column("c".to_string())]).await;
+    let said = crate::support::set_aside_says(&ctx, "default.t", 1).await;
+    assert!(
+        said.contains("1 rows with columns the table no longer has: c"),
+        "{said}"
+    );
+    let report = catalog
+        .tier(&id, WhenOff::Tier)
+        .await
+        .expect("tier past it");
+    assert_eq!((report.rows, report.position), (0, 2));
+    assert_eq!(sorted_ids(&ctx, "SELECT id FROM t").await, vec![1]);
+}
+
+/// An INSERT planned while the mode was on and run after it went off: its
+/// rows are in Paimon, or the statement fails saying the outcome is
+/// unknown. Never an acknowledgement of rows left where no read sees them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_planned_before_the_mode_went_off_is_never_acknowledged_unseen() {
+    use crate::support::{run, sorted_ids};
+
+    let warehouse = TestWarehouse::new(crate::support::CatalogKind::Filesystem).await;
+    let ctx = store_at(&warehouse, "store").await;
+    run(
+        &ctx,
+        "CREATE TABLE t (id INT, v STRING) WITH ('lakestream.enabled' = 'true')",
+    )
+    .await;
+    run(&ctx, "INSERT INTO t VALUES (0, 'z')").await;
+    let planned = ctx
+        .sql("INSERT INTO t VALUES (1, 'a')")
+        .await
+        .expect("plan the write");
+    run(
+        &ctx,
+        "ALTER TABLE t SET TBLPROPERTIES ('lakestream.enabled' = 'false')",
+    )
+    .await;
+    match planned.collect().await {
+        Ok(_) => assert_eq!(sorted_ids(&ctx, "SELECT id FROM t").await, vec![0, 1]),
+        Err(e) => {
+            let error = e.to_string();
+            assert!(error.contains("'default.t'"), "{error}");
+            assert!(error.contains("turned off"), "{error}");
+            assert_eq!(sorted_ids(&ctx, "SELECT id FROM t").await, vec![0]);
+        }
+    }
+}
+
+/// A writer that keeps inserting while another context turns the mode
+/// off: every row it was told is written is in Paimon once the ALTER has
+/// returned, whether the write reached the store before the first tiering,
+/// between it and the option's commit, or after (when it is not
+/// acknowledged). Rounds at seeded delays, each on a table of its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writes_racing_the_mode_going_off_are_in_paimon_once_acknowledged() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+
+    use crate::support::{run, sorted_ids};
+
+    let warehouse = TestWarehouse::new(crate::support::CatalogKind::Filesystem).await;
+    let writer = Arc::new(store_at(&warehouse, "store").await);
+    let admin = store_at(&warehouse, "store").await;
+    let mut seed: u64 = 0x5eed_0f0f;
+    for round in 0..8 {
+        let table = format!("race_{round}");
+        run(
+            &admin,
+            &format!(
+                "CREATE TABLE {table} (id INT, v STRING) WITH ('lakestream.enabled' = 'true')"
+            ),
+        )
+        .await;
+        let stop = Arc::new(AtomicBool::new(false));
+        let task = {
+            let (writer, stop, table) = (Arc::clone(&writer), Arc::clone(&stop), table.clone());
+            tokio::spawn(async move {
+                let mut acknowledged = Vec::new();
+                let mut id = 0i64;
+                while !stop.load(Ordering::SeqCst) {
+                    let sql = format!("INSERT INTO {table} VALUES ({id}, 'x')");
+                    let done = match writer.sql(&sql).await {
+                        Ok(df) => df.collect().await.is_ok(),
+                        Err(_) => false,
+                    };
+                    if done {
+                        acknowledged.push(id);
+                    }
+                    id += 1;
+                }
+                acknowledged
+            })
+        };
+        seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        tokio::time::sleep(std::time::Duration::from_millis(5 + (seed >> 33) % 40)).await;
+        let said = admin
+            .sql(&format!(
+                "ALTER TABLE {table} SET TBLPROPERTIES ('lakestream.enabled' = 'false')"
+            ))
+            .await
+            .expect("plan ALTER")
+            .collect()
+            .await
+            .expect("ALTER");
+        let said = pretty_format_batches(&said).expect("format").to_string();
+        stop.store(true, Ordering::SeqCst);
+        let acknowledged = task.await.expect("writer");
+        if said.contains("may wait in store") {
+            // Tiering lost the race for Paimon's commits to the writer's
+            // own (the mode was off): the notice names the rows, which
+            // tier once the writer stops, as it says.
+            assert!(said.contains("tier --once"), "{said}");
+            let id = paimon::catalog::Identifier::new("default", &table);
+            writer
+                .catalog("paimon")
+                .expect("catalog")
+                .tier(&id, paimon_lakestream::catalog::WhenOff::Tier)
+                .await
+                .expect("tier what the notice names");
+        }
+        let in_paimon = sorted_ids(&admin, &format!("SELECT id FROM {table}")).await;
+        let lost: Vec<i64> = acknowledged
+            .iter()
+            .filter(|id| in_paimon.binary_search(id).is_err())
+            .copied()
+            .collect();
+        assert!(
+            lost.is_empty(),
+            "round {round}: acknowledged rows {lost:?} are not in Paimon ({} acknowledged)",
+            acknowledged.len()
+        );
+    }
+}

@@ -179,6 +179,26 @@ pub(crate) enum LocalStoreError {
         source: ArrowError,
     },
 
+    /// A write waiting in the store holds columns the table no longer has:
+    /// dropped or renamed while the mode was off and the rows could not be
+    /// tiered. Tiering stops there rather than commit the rows without
+    /// their values, and the mode is not turned on over them.
+    #[error(
+        "the write at position {position} in the store of '{table}' holds {columns}, which \
+         the table no longer has (dropped or renamed while lake-stream mode was off, before \
+         its rows were tiered); they are not tiered without those values. Add the columns \
+         back (or rename them back) and tier, or give the write up: \
+         CALL sys.lakestream_set_aside('{table}', {position})"
+    )]
+    ColumnsGone {
+        /// The table's full name.
+        table: String,
+        /// The write's position in the log.
+        position: u64,
+        /// The columns, quoted and listed.
+        columns: String,
+    },
+
     /// A Paimon snapshot committed by the store's tiering whose commit
     /// identifier is no log position.
     #[error("tiering snapshot {snapshot} has identifier {identifier}")]
@@ -286,6 +306,7 @@ impl LocalStoreError {
             | LocalStoreError::SegmentsMissing { .. }
             | LocalStoreError::RowKinds { .. }
             | LocalStoreError::DeleteInAppendLog => ErrorKind::Corrupt,
+            LocalStoreError::ColumnsGone { .. } => ErrorKind::Conflict,
             LocalStoreError::SchemaChanged { .. }
             | LocalStoreError::NoCreateIfAbsent { .. }
             | LocalStoreError::NoConditionalReplace { .. } => ErrorKind::NotSupported,
@@ -437,6 +458,14 @@ mod tests {
                     latest: Some(2),
                 },
                 ErrorKind::Unavailable,
+            ),
+            (
+                LocalStoreError::ColumnsGone {
+                    table: table(),
+                    position: 4,
+                    columns: "column 'c'".to_string(),
+                },
+                ErrorKind::Conflict,
             ),
             (
                 LocalStoreError::Unreadable {

@@ -845,6 +845,7 @@ impl TableState {
             Some(meta) if meta.paimon_created_ms.is_none_or(|known| known == created) => {
                 if !crate::options::is_enabled(table.schema().options()) {
                     // Boxed: its futures would make attach's too big for a stack.
+                    Box::pin(self.check_columns(table)).await?;
                     Box::pin(self.check_stranded(table)).await?;
                 }
                 return Ok(());
@@ -925,6 +926,67 @@ impl TableState {
             ),
             dir: self.file(&self.dir),
         })
+    }
+
+    /// Turning the mode on again over writes that hold columns the table
+    /// no longer has (dropped or renamed while the mode was off, before
+    /// tiering): refused, as tiering could not pass them
+    /// ([`LocalStoreError::ColumnsGone`]).
+    async fn check_columns(&self, table: &Table) -> Result<()> {
+        let incarnation = self.current(table).await?;
+        let (_, position) = self.tiered(&incarnation, table).await?;
+        let Some((end, _)) = self.scan(&incarnation, position, true).await? else {
+            // Trimmed under us: only tiering trims, so they are in Paimon.
+            return Ok(());
+        };
+        let schema = log_schema(table)?;
+        let columns: HashSet<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
+        let segments = incarnation.segments.lock().await;
+        for (&seq, info) in segments.info.range(position..end) {
+            let missing: Vec<String> = info
+                .columns
+                .iter()
+                .filter(|c| !columns.contains(c.as_str()))
+                .cloned()
+                .collect();
+            if !missing.is_empty() {
+                return Err(self.columns_gone(seq, &missing));
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether the table's newest schema lacks one of `missing` too (and the
+    /// handle that lacks them is not merely older than the write).
+    async fn gone_for_good(&self, table: &Table, missing: &[String]) -> Result<bool> {
+        if table.rest_env().is_some() {
+            // Handles of REST tables are loaded for each round.
+            return Ok(true);
+        }
+        let manager = paimon::table::SchemaManager::new(
+            table.file_io().clone(),
+            table.location().to_string(),
+        );
+        let Some(latest) = manager.latest().await? else {
+            return Ok(true);
+        };
+        Ok(missing
+            .iter()
+            .any(|c| latest.fields().iter().all(|f| f.name() != c.as_str())))
+    }
+
+    fn columns_gone(&self, position: u64, missing: &[String]) -> Error {
+        let quoted: Vec<String> = missing.iter().map(|c| format!("'{c}'")).collect();
+        let columns = match quoted.as_slice() {
+            [one] => format!("column {one}"),
+            many => format!("columns {}", many.join(", ")),
+        };
+        LocalStoreError::ColumnsGone {
+            table: self.name(),
+            position,
+            columns,
+        }
+        .into()
     }
 
     /// Whether Paimon got rows from someone other than the incarnation's
@@ -2049,7 +2111,20 @@ impl TableState {
             let Some((_, info)) = self.entry(incarnation, seq).await? else {
                 return Err(self.missing_after(seq));
             };
-            if info.columns.iter().any(|c| !columns.contains(c.as_str())) {
+            let missing: Vec<String> = info
+                .columns
+                .iter()
+                .filter(|c| !columns.contains(c.as_str()))
+                .cloned()
+                .collect();
+            if !missing.is_empty() {
+                // Written under a newer schema than this handle's: the next
+                // round, with a fresh handle, tiers it. Columns the table
+                // itself no longer has stop tiering here, loudly: passing
+                // the write would commit its rows without their values.
+                if seq == position && self.gone_for_good(table, &missing).await? {
+                    return Err(self.columns_gone(seq, &missing));
+                }
                 break;
             }
             let mut batches = self.entry_rows(incarnation, seq, schema).await?;
@@ -2330,33 +2405,67 @@ impl TableState {
         let not_damaged = || Error::InvalidStatement {
             statement: "set aside".to_string(),
             reason: format!(
-                "the segment at position {position} of '{}' is not damaged; only \
-                 damaged segments are set aside",
+                "the segment at position {position} of '{}' is not damaged and holds no \
+                 column the table lacks; only such segments are set aside",
                 self.name()
             ),
         };
-        let damage = match segment::decode_entry(&bytes) {
-            Ok(Entry::Rows(_)) => return Err(not_damaged()),
-            // A multi-part write is damaged where any of its parts is.
-            Ok(Entry::Parts(list)) => {
-                let mut found = None;
-                for index in 0..list.parts.len() {
-                    if let Err(e) = self.read_part(&incarnation, &list, position, index).await {
-                        if matches!(e, Error::SegmentDamaged { .. }) {
-                            found = Some(e);
-                            break;
-                        }
-                        return Err(e);
-                    }
-                }
-                found.ok_or_else(not_damaged)?
-            }
-            Err(error) => self.damaged(&location, position, &error, &bytes),
+        let schema = log_schema(table)?;
+        // Columns of a write that the table no longer has: the write cannot
+        // be tiered whole (see `ColumnsGone`), so it may be given up too.
+        let gone = |columns: &[String]| -> Vec<String> {
+            columns
+                .iter()
+                .filter(|c| schema.fields().iter().all(|f| f.name() != *c))
+                .cloned()
+                .collect()
         };
-        let Error::SegmentDamaged { held, .. } = damage else {
-            return Err(Error::Internal(
-                "set aside: not a damage report".to_string(),
-            ));
+        let held = match segment::decode_entry(&bytes) {
+            Ok(Entry::Rows(batches)) => {
+                let columns: Vec<String> = batches
+                    .first()
+                    .map(|b| {
+                        b.schema()
+                            .fields()
+                            .iter()
+                            .map(|f| f.name().clone())
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                let missing = gone(&columns);
+                if missing.is_empty() || !self.gone_for_good(table, &missing).await? {
+                    return Err(not_damaged());
+                }
+                let rows: usize = batches.iter().map(|b| b.num_rows()).sum();
+                format!(
+                    "{rows} rows with columns the table no longer has: {}",
+                    missing.join(", ")
+                )
+            }
+            Ok(Entry::Parts(list)) => {
+                let missing = gone(&list.columns);
+                if !missing.is_empty() && self.gone_for_good(table, &missing).await? {
+                    let rows: u64 = list.parts.iter().map(|p| p.rows).sum();
+                    format!(
+                        "{rows} rows with columns the table no longer has: {}",
+                        missing.join(", ")
+                    )
+                } else {
+                    // A multi-part write is damaged where any of its parts is.
+                    let mut found = None;
+                    for index in 0..list.parts.len() {
+                        if let Err(e) = self.read_part(&incarnation, &list, position, index).await {
+                            if matches!(e, Error::SegmentDamaged { .. }) {
+                                found = Some(e);
+                                break;
+                            }
+                            return Err(e);
+                        }
+                    }
+                    damage_held(found.ok_or_else(not_damaged)?)?
+                }
+            }
+            Err(error) => damage_held(self.damaged(&location, position, &error, &bytes))?,
         };
         let aside = incarnation
             .dir
@@ -2364,7 +2473,6 @@ impl TableState {
             .join("damaged")
             .join(format!("{position:020}.seg"));
         self.root.put_replace(&aside, bytes).await?;
-        let schema = log_schema(table)?;
         let empty = segment::encode(&schema, &[], unique())
             .map_err(|e| LocalStoreError::encoding("a log segment", e))?;
         self.root.put_replace(&location, Bytes::from(empty)).await?;
@@ -2444,6 +2552,16 @@ impl Waiting {
 
 /// A log batch as Paimon's writer takes it: primary-key tables keep the row
 /// kind as `_VALUE_KIND`; append tables drop it (their log has only inserts).
+/// What a damaged segment held, from its damage report.
+fn damage_held(damage: Error) -> Result<String> {
+    match damage {
+        Error::SegmentDamaged { held, .. } => Ok(held),
+        _ => Err(Error::Internal(
+            "set aside: not a damage report".to_string(),
+        )),
+    }
+}
+
 fn paimon_batch(batch: &RecordBatch, keyed: bool) -> Result<RecordBatch> {
     let kinds_index = batch.num_columns().saturating_sub(1);
     if keyed {
