@@ -592,7 +592,7 @@ impl LakeStreamCatalog {
 
     /// Once the option that turns the mode off is committed: rows that
     /// reached the store between [`Self::disable`] and the commit (writes
-    /// planned while the mode was on) are tiered now, or named in a notice.
+    /// planned while the mode was on) are counted and named in a notice.
     /// A write checks the option after its rows reached the store, and is
     /// acknowledged only if it was still on: so every acknowledged row is
     /// in Paimon, or in this notice. Writes that find it off fail, their
@@ -602,20 +602,43 @@ impl LakeStreamCatalog {
         match disabled {
             Disabled::Nothing => {}
             Disabled::Tiered => {
-                // Boxed: tiering's futures are big for a caller's stack.
-                if let Err(e) = Box::pin(self.tier(identifier, WhenOff::Tier)).await {
-                    let store = self
-                        .store
-                        .require("tiering", identifier)
-                        .map_or_else(|_| "<store>".to_string(), |s| s.identifier().to_string());
-                    self.notice(format!(
-                        "lake-stream mode of '{name}' is off. Rows written while it was being \
-                         turned off may wait in store '{store}', not yet in Paimon: tiering \
-                         them failed ({e}). Before writing to '{name}' again, tier them: {}, \
-                         with this catalog's --warehouse and --option flags",
-                        tier_command(identifier, Some(&store))
-                    ));
-                }
+                // Counted, not tiered: writes now go to Paimon directly, and
+                // a tiering commit racing them could replace one of their
+                // snapshots (paimon 0.4 publishes a snapshot by check, then
+                // rename). The user tiers once writers have stopped.
+                let Ok(store) = self.store.require("turning the mode off", identifier) else {
+                    return;
+                };
+                let id = store.identifier().to_string();
+                let waiting = match self.inner.get_table(identifier).await {
+                    Ok(table) => {
+                        store
+                            .call(
+                                "count rows written while the mode went off",
+                                |s| async move { s.pending_rows(&table).await },
+                            )
+                            .await
+                    }
+                    Err(e) => Err(e.into()),
+                };
+                let waiting = match waiting {
+                    Ok(0) | Err(Error::StoreTableMissing { .. }) => return,
+                    Ok(rows) => format!(
+                        "{rows} rows written while it was being turned off (writes planned \
+                         before the change) wait in store '{id}', not yet in Paimon"
+                    ),
+                    Err(e) => format!(
+                        "rows written while it was being turned off (writes planned before the \
+                         change) may wait in store '{id}', not yet in Paimon: counting them \
+                         failed ({e})"
+                    ),
+                };
+                self.notice(format!(
+                    "lake-stream mode of '{name}' is off, but {waiting}. Stop writers to \
+                     '{name}', then tier them before writing to it again: {}, with this \
+                     catalog's --warehouse and --option flags",
+                    tier_command(identifier, Some(&id))
+                ));
             }
             Disabled::TieringStopped(table) => {
                 let Ok(store) = self.store.require("turning the mode off", identifier) else {
