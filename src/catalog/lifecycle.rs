@@ -653,7 +653,20 @@ impl LakeStreamCatalog {
                     .await;
                 match counted {
                     Ok(()) | Err(Error::StoreTableMissing { .. }) => {}
-                    Err(e) => self.notice(not_stopped_notice(&name, &id, &e)),
+                    // Its service no longer tiers the table: they wait until
+                    // the mode is turned on again.
+                    Err(e @ Error::UntieredRows { .. }) => self.notice(format!(
+                        "lake-stream mode of '{name}' is off, but rows written while it was \
+                         being turned off (writes planned before the change) wait in store \
+                         '{id}', not yet in Paimon, and its tiering service no longer tiers \
+                         the table: {e}"
+                    )),
+                    Err(e) => self.notice(format!(
+                        "lake-stream mode of '{name}' is off, but whether rows written while it \
+                         was being turned off (writes planned before the change) wait in store \
+                         '{id}' could not be counted: {e}. Turning the mode on again serves and \
+                         tiers whatever waits there"
+                    )),
                 }
             }
         }

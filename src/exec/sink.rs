@@ -97,9 +97,11 @@ impl DataSink for StoreSink {
                 .await
                 .map_err(|e| self.outcome_unknown(e))
                 .map_err(Error::into_run_time)?;
-            self.check_still_lakestream()
-                .await
-                .map_err(Error::into_run_time)?;
+            if written > 0 {
+                self.check_still_lakestream()
+                    .await
+                    .map_err(Error::into_run_time)?;
+            }
             return Ok(written);
         };
         // Rows go to the store as they arrive; nothing is visible before
@@ -135,9 +137,11 @@ impl DataSink for StoreSink {
             .await
             .map_err(|e| self.outcome_unknown(e))
             .map_err(Error::into_run_time)?;
-        self.check_still_lakestream()
-            .await
-            .map_err(Error::into_run_time)?;
+        if written > 0 {
+            self.check_still_lakestream()
+                .await
+                .map_err(Error::into_run_time)?;
+        }
         Ok(written)
     }
 }
@@ -185,8 +189,28 @@ impl StoreSink {
         if !table.file_io().new_input(&next)?.exists().await? {
             return Ok(true);
         }
-        let latest = manager.latest().await?;
-        Ok(latest.is_some_and(|schema| crate::options::is_enabled(schema.options())))
+        // paimon 0.4 writes a schema file in place: one read mid-write does
+        // not parse, so it is read again before the write is called unknown.
+        let mut tries = 0;
+        let latest = loop {
+            match manager.latest().await {
+                Ok(latest) => break latest,
+                Err(paimon::Error::DataInvalid { .. }) if tries < 3 => {
+                    tries += 1;
+                    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+                }
+                Err(e) => return Err(e),
+            }
+        };
+        // Still on, and still through the store the write went to (the mode
+        // may have gone off and on again through another store since).
+        let binding = |options: &std::collections::HashMap<String, String>| {
+            options.get(crate::options::STORE_BINDING).cloned()
+        };
+        Ok(latest.is_some_and(|schema| {
+            crate::options::is_enabled(schema.options())
+                && binding(schema.options()) == binding(table.schema().options())
+        }))
     }
 
     /// A store may still finish a write it did not answer in time.

@@ -481,11 +481,17 @@ async fn a_write_planned_before_the_mode_went_off_is_never_acknowledged_unseen()
         .sql("INSERT INTO t VALUES (1, 'a')")
         .await
         .expect("plan the write");
+    let empty = ctx
+        .sql("INSERT INTO t SELECT 5, 'e' WHERE false")
+        .await
+        .expect("plan a write of no rows");
     run(
         &ctx,
         "ALTER TABLE t SET TBLPROPERTIES ('lakestream.enabled' = 'false')",
     )
     .await;
+    // A write of no rows wrote nothing anywhere: nothing is unknown.
+    empty.collect().await.expect("a write of no rows");
     match planned.collect().await {
         Ok(_) => assert_eq!(sorted_ids(&ctx, "SELECT id FROM t").await, vec![0, 1]),
         Err(e) => {

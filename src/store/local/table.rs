@@ -2550,8 +2550,6 @@ impl Waiting {
     }
 }
 
-/// A log batch as Paimon's writer takes it: primary-key tables keep the row
-/// kind as `_VALUE_KIND`; append tables drop it (their log has only inserts).
 /// What a damaged segment held, from its damage report.
 fn damage_held(damage: Error) -> Result<String> {
     match damage {
@@ -2562,6 +2560,8 @@ fn damage_held(damage: Error) -> Result<String> {
     }
 }
 
+/// A log batch as Paimon's writer takes it: primary-key tables keep the row
+/// kind as `_VALUE_KIND`; append tables drop it (their log has only inserts).
 fn paimon_batch(batch: &RecordBatch, keyed: bool) -> Result<RecordBatch> {
     let kinds_index = batch.num_columns().saturating_sub(1);
     if keyed {
