@@ -54,6 +54,14 @@ fn schema_path(table: &Table, id: i64) -> String {
     )
 }
 
+/// Whether `table`'s files hold a schema after the handle's: another
+/// process's `ALTER TABLE` (an option, a column, the lake-stream mode)
+/// writes the next schema file. One existence check.
+pub(crate) async fn has_newer_schema(table: &Table) -> paimon::Result<bool> {
+    let next = schema_path(table, table.schema().id() + 1);
+    table.file_io().new_input(&next)?.exists().await
+}
+
 fn cacheable(identifier: &Identifier, table: &Table) -> bool {
     table.rest_env().is_none() && !identifier.object().contains('$')
 }
@@ -88,14 +96,7 @@ impl TableCache {
                 .await
                 .ok()
         };
-        let next = async {
-            file_io
-                .new_input(&schema_path(table, id + 1))
-                .ok()?
-                .exists()
-                .await
-                .ok()
-        };
+        let next = async { has_newer_schema(table).await.ok() };
         let (this, next) = futures::join!(this, next);
         if this.as_ref() == Some(&cached.schema_file) && next == Some(false) {
             return Some(cached.table);

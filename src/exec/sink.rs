@@ -181,14 +181,13 @@ impl StoreSink {
             // checked when they are planned only.
             return Ok(true);
         }
+        if !crate::table_cache::has_newer_schema(table).await? {
+            return Ok(true);
+        }
         let manager = paimon::table::SchemaManager::new(
             table.file_io().clone(),
             table.location().to_string(),
         );
-        let next = manager.schema_path(table.schema().id() + 1);
-        if !table.file_io().new_input(&next)?.exists().await? {
-            return Ok(true);
-        }
         // paimon 0.4 writes a schema file in place: one read mid-write does
         // not parse, so it is read again before the write is called unknown.
         let mut tries = 0;

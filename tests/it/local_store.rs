@@ -302,20 +302,13 @@ async fn a_table_moves_to_another_store_when_turned_off_and_on() {
     assert!(error.contains("store-b"), "{error}");
 
     // A table from before bindings: served, and bound when turned on again.
-    let catalog =
-        paimon::CatalogFactory::create(paimon::Options::from_map(warehouse.catalog_options()))
-            .await
-            .expect("catalog");
-    catalog
-        .alter_table(
-            &paimon::catalog::Identifier::new("default", "t"),
-            vec![paimon::spec::SchemaChange::RemoveOption {
-                key: "lakestream.store-binding".to_string(),
-            }],
-            false,
-        )
-        .await
-        .expect("remove the binding");
+    raw_alter(
+        &warehouse,
+        vec![paimon::spec::SchemaChange::RemoveOption {
+            key: "lakestream.store-binding".to_string(),
+        }],
+    )
+    .await;
     run(&b, "INSERT INTO t VALUES (3, 'c')").await;
     assert_eq!(sorted_ids(&b, "SELECT id FROM t$rt").await, vec![1, 2, 3]);
     run(

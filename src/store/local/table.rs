@@ -940,15 +940,10 @@ impl TableState {
             return Ok(());
         };
         let schema = log_schema(table)?;
-        let columns: HashSet<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
+        let known = column_names(&schema);
         let segments = incarnation.segments.lock().await;
         for (&seq, info) in segments.info.range(position..end) {
-            let missing: Vec<String> = info
-                .columns
-                .iter()
-                .filter(|c| !columns.contains(c.as_str()))
-                .cloned()
-                .collect();
+            let missing = missing_columns(&known, &info.columns);
             if !missing.is_empty() {
                 return Err(self.columns_gone(seq, &missing));
             }
@@ -2085,7 +2080,7 @@ impl TableState {
         (max_rows, flush_bytes): (u64, u64),
         s3: &S3Options,
     ) -> Result<Option<(u64, u64)>> {
-        let columns: HashSet<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
+        let known = column_names(schema);
         failpoint("tier-before-write");
         let keyed = !primary_keys(table).is_empty();
         // Paimon's writers flush a bucket's rows to a file at this size.
@@ -2111,12 +2106,7 @@ impl TableState {
             let Some((_, info)) = self.entry(incarnation, seq).await? else {
                 return Err(self.missing_after(seq));
             };
-            let missing: Vec<String> = info
-                .columns
-                .iter()
-                .filter(|c| !columns.contains(c.as_str()))
-                .cloned()
-                .collect();
+            let missing = missing_columns(&known, &info.columns);
             if !missing.is_empty() {
                 // Written under a newer schema than this handle's: the next
                 // round, with a fresh handle, tiers it. Columns the table
@@ -2411,47 +2401,34 @@ impl TableState {
             ),
         };
         let schema = log_schema(table)?;
-        // Columns of a write that the table no longer has: the write cannot
-        // be tiered whole (see `ColumnsGone`), so it may be given up too.
-        let gone = |columns: &[String]| -> Vec<String> {
-            columns
-                .iter()
-                .filter(|c| schema.fields().iter().all(|f| f.name() != *c))
-                .cloned()
-                .collect()
-        };
-        let held = match segment::decode_entry(&bytes) {
-            Ok(Entry::Rows(batches)) => {
-                let columns: Vec<String> = batches
+        let decoded = segment::decode_entry(&bytes);
+        // A sound write with columns the table no longer has cannot be
+        // tiered whole (see `ColumnsGone`), so it may be given up too.
+        let (columns, rows) = match &decoded {
+            Ok(Entry::Rows(batches)) => (
+                batches
                     .first()
-                    .map(|b| {
-                        b.schema()
-                            .fields()
-                            .iter()
-                            .map(|f| f.name().clone())
-                            .collect()
-                    })
-                    .unwrap_or_default();
-                let missing = gone(&columns);
-                if missing.is_empty() || !self.gone_for_good(table, &missing).await? {
-                    return Err(not_damaged());
-                }
-                let rows: usize = batches.iter().map(|b| b.num_rows()).sum();
-                format!(
-                    "{rows} rows with columns the table no longer has: {}",
-                    missing.join(", ")
-                )
-            }
-            Ok(Entry::Parts(list)) => {
-                let missing = gone(&list.columns);
-                if !missing.is_empty() && self.gone_for_good(table, &missing).await? {
-                    let rows: u64 = list.parts.iter().map(|p| p.rows).sum();
-                    format!(
-                        "{rows} rows with columns the table no longer has: {}",
-                        missing.join(", ")
-                    )
-                } else {
-                    // A multi-part write is damaged where any of its parts is.
+                    .map(|b| Info::of(&b.schema(), 0).columns.to_vec())
+                    .unwrap_or_default(),
+                batches.iter().map(|b| b.num_rows() as u64).sum(),
+            ),
+            Ok(Entry::Parts(list)) => (
+                list.columns.clone(),
+                list.parts.iter().map(|p| p.rows).sum(),
+            ),
+            Err(_) => (Vec::new(), 0),
+        };
+        let missing = missing_columns(&column_names(&schema), &columns);
+        let held = if !missing.is_empty() && self.gone_for_good(table, &missing).await? {
+            format!(
+                "{rows} rows with columns the table no longer has: {}",
+                missing.join(", ")
+            )
+        } else {
+            match decoded {
+                Ok(Entry::Rows(_)) => return Err(not_damaged()),
+                // A multi-part write is damaged where any of its parts is.
+                Ok(Entry::Parts(list)) => {
                     let mut found = None;
                     for index in 0..list.parts.len() {
                         if let Err(e) = self.read_part(&incarnation, &list, position, index).await {
@@ -2464,8 +2441,8 @@ impl TableState {
                     }
                     damage_held(found.ok_or_else(not_damaged)?)?
                 }
+                Err(error) => damage_held(self.damaged(&location, position, &error, &bytes))?,
             }
-            Err(error) => damage_held(self.damaged(&location, position, &error, &bytes))?,
         };
         let aside = incarnation
             .dir
@@ -2548,6 +2525,20 @@ impl Waiting {
         let delay = i64::try_from(max_delay.as_millis()).unwrap_or(i64::MAX);
         self.bytes >= target_bytes || now_ms.saturating_sub(oldest) >= delay
     }
+}
+
+/// The names of the columns of `schema` (the log's), for [`missing_columns`].
+fn column_names(schema: &Schema) -> HashSet<&str> {
+    schema.fields().iter().map(|f| f.name().as_str()).collect()
+}
+
+/// The columns of a log entry (`columns`, as written) that are not `known`.
+fn missing_columns(known: &HashSet<&str>, columns: &[String]) -> Vec<String> {
+    columns
+        .iter()
+        .filter(|c| !known.contains(c.as_str()))
+        .cloned()
+        .collect()
 }
 
 /// What a damaged segment held, from its damage report.
