@@ -130,6 +130,15 @@ fn parse_parts(text: &str) -> Result<Vec<Ident>, NameError> {
     Ok(idents)
 }
 
+/// Columns named in a message: `column 'c'`, or `columns 'a', 'b'`.
+pub(crate) fn columns_phrase(columns: &[String]) -> String {
+    let quoted: Vec<String> = columns.iter().map(|c| format!("'{c}'")).collect();
+    match quoted.as_slice() {
+        [one] => format!("column {one}"),
+        many => format!("columns {}", many.join(", ")),
+    }
+}
+
 /// `parts` written as SQL: a part that is not a plain lower-case word is
 /// double-quoted, so that [`parse_table_name`] gives the same parts back.
 /// For messages that tell the user what to type.

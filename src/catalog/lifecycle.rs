@@ -244,6 +244,9 @@ pub(super) enum Disabled {
     /// The store's own tiering service no longer tiers the table, and it
     /// held nothing Paimon lacks.
     TieringStopped(Box<Table>),
+    /// This catalog's store could not tier the table (the error): what
+    /// waits in it is counted once the option is committed.
+    TierFailed(Error),
 }
 
 /// How a `DROP` removes one table.
@@ -566,28 +569,9 @@ impl LakeStreamCatalog {
             }
             Err(e) => e,
         };
-        let waiting = match store
-            .call("count rows waiting", |s| async move {
-                s.pending_rows(&table).await
-            })
-            .await
-        {
-            Ok(rows) => format!("{rows} rows wait in it, not yet in Paimon"),
-            Err(Error::StoreUnavailable { .. } | Error::StoreTimeout { .. }) => {
-                "how many rows wait in it is unknown: the store could not be reached to count \
-                 them"
-                    .to_string()
-            }
-            Err(e) => format!("how many rows wait in it is unknown: counting them failed ({e})"),
-        };
-        self.notice(format!(
-            "lake-stream mode of '{name}' is off, but store '{}' could not tier first ({error}); \
-             {waiting}. Once the store works, and before writing to '{name}' again, tier them: \
-             {}, with this catalog's --warehouse and --option flags",
-            store.identifier(),
-            tier_command(identifier, Some(store.identifier()))
-        ));
-        Ok(Disabled::Nothing)
+        // Counted once the option is committed: writes acknowledged until
+        // then wait in the store too.
+        Ok(Disabled::TierFailed(error))
     }
 
     /// Once the option that turns the mode off is committed: rows that
@@ -638,6 +622,39 @@ impl LakeStreamCatalog {
                      '{name}', then tier them before writing to it again: {}, with this \
                      catalog's --warehouse and --option flags",
                     tier_command(identifier, Some(&id))
+                ));
+            }
+            Disabled::TierFailed(error) => {
+                let Ok(store) = self.store.require("turning the mode off", identifier) else {
+                    return;
+                };
+                let waiting = match self.inner.get_table(identifier).await {
+                    Ok(table) => {
+                        store
+                            .call("count rows waiting", |s| async move {
+                                s.pending_rows(&table).await
+                            })
+                            .await
+                    }
+                    Err(e) => Err(e.into()),
+                };
+                let waiting = match waiting {
+                    Ok(rows) => format!("{rows} rows wait in it, not yet in Paimon"),
+                    Err(Error::StoreUnavailable { .. } | Error::StoreTimeout { .. }) => {
+                        "how many rows wait in it is unknown: the store could not be reached \
+                         to count them"
+                            .to_string()
+                    }
+                    Err(e) => {
+                        format!("how many rows wait in it is unknown: counting them failed ({e})")
+                    }
+                };
+                self.notice(format!(
+                    "lake-stream mode of '{name}' is off, but store '{}' could not tier first \
+                     ({error}); {waiting}. Once the store works, and before writing to '{name}' \
+                     again, tier them: {}, with this catalog's --warehouse and --option flags",
+                    store.identifier(),
+                    tier_command(identifier, Some(store.identifier()))
                 ));
             }
             Disabled::TieringStopped(table) => {

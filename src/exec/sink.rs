@@ -146,6 +146,17 @@ impl DataSink for StoreSink {
     }
 }
 
+/// What a write found once its rows reached the store (see
+/// [`StoreSink::check_still_lakestream`]).
+enum Still {
+    /// The mode is on, through the same store, with the write's columns.
+    Same,
+    /// The mode is off, or on through another store.
+    Off,
+    /// The mode is on, but the table lacks these columns of the write.
+    ColumnsGone(Vec<String>),
+}
+
 impl StoreSink {
     /// The write was routed to the store when it was planned; the mode may
     /// have gone off since. Turning it off tiers (or stops the store's
@@ -160,13 +171,21 @@ impl StoreSink {
             reason,
         };
         match self.still_lakestream().await {
-            Ok(true) => Ok(()),
-            Ok(false) => Err(unknown(
+            Ok(Still::Same) => Ok(()),
+            Ok(Still::Off) => Err(unknown(
                 "its lake-stream mode was turned off while the write ran, after its rows \
                  reached the store: they may wait there, not in Paimon, until the mode is \
                  turned on again or they are tiered"
                     .to_string(),
             )),
+            Ok(Still::ColumnsGone(columns)) => Err(unknown(format!(
+                "the table no longer has {}, dropped or renamed while the write ran (the \
+                 mode went off and on again meanwhile), and its rows reached the store with \
+                 values for it: tiering stops at them rather than commit them without those \
+                 values, and tiers nothing after them until it is added back (ALTER TABLE \
+                 ... ADD COLUMN, or RENAME COLUMN back)",
+                crate::name::columns_phrase(&columns)
+            ))),
             Err(e) => Err(unknown(format!(
                 "its rows reached the store, but whether its lake-stream mode is still on \
                  could not be read: {e}"
@@ -174,15 +193,15 @@ impl StoreSink {
         }
     }
 
-    async fn still_lakestream(&self) -> paimon::Result<bool> {
+    async fn still_lakestream(&self) -> paimon::Result<Still> {
         let table = &self.table;
         if table.rest_env().is_some() {
             // A REST catalog's schemas are its server's; its tables are
             // checked when they are planned only.
-            return Ok(true);
+            return Ok(Still::Same);
         }
         if !crate::table_cache::has_newer_schema(table).await? {
-            return Ok(true);
+            return Ok(Still::Same);
         }
         let manager = paimon::table::SchemaManager::new(
             table.file_io().clone(),
@@ -201,15 +220,33 @@ impl StoreSink {
                 Err(e) => return Err(e),
             }
         };
+        let Some(latest) = latest else {
+            return Ok(Still::Off);
+        };
         // Still on, and still through the store the write went to (the mode
         // may have gone off and on again through another store since).
         let binding = |options: &std::collections::HashMap<String, String>| {
             options.get(crate::options::STORE_BINDING).cloned()
         };
-        Ok(latest.is_some_and(|schema| {
-            crate::options::is_enabled(schema.options())
-                && binding(schema.options()) == binding(table.schema().options())
-        }))
+        if !crate::options::is_enabled(latest.options())
+            || binding(latest.options()) != binding(table.schema().options())
+        {
+            return Ok(Still::Off);
+        }
+        // The mode may also have gone off and on again with a column of the
+        // write's dropped meanwhile: tiering cannot commit its rows whole.
+        let gone: Vec<String> = table
+            .schema()
+            .fields()
+            .iter()
+            .map(|f| f.name())
+            .filter(|name| latest.fields().iter().all(|f| f.name() != *name))
+            .map(str::to_string)
+            .collect();
+        if !gone.is_empty() {
+            return Ok(Still::ColumnsGone(gone));
+        }
+        Ok(Still::Same)
     }
 
     /// A store may still finish a write it did not answer in time.

@@ -421,8 +421,9 @@ async fn rows_whose_column_was_dropped_stop_tiering_loudly() {
     assert_eq!(report.rows, 1);
     assert_eq!(sorted_ids(&ctx, "SELECT id FROM t").await, vec![1]);
 
-    // The other way out: such a write may be given up, by position; one
-    // whose columns the table has is refused.
+    // Such a write is sound, so it is never set aside (processes that read
+    // it keep it, and would serve and tier it still): the way out is to add
+    // the column back.
     run(
         &ctx,
         "ALTER TABLE t SET TBLPROPERTIES ('lakestream.enabled' = 'true')",
@@ -442,16 +443,88 @@ async fn rows_whose_column_was_dropped_stop_tiering_loudly() {
     )
     .await;
     raw_alter(&warehouse, vec![SchemaChange::drop_column("c".to_string())]).await;
-    let said = crate::support::set_aside_says(&ctx, "default.t", 1).await;
-    assert!(
-        said.contains("1 rows with columns the table no longer has: c"),
-        "{said}"
-    );
-    let report = catalog
+    let error = try_run(&ctx, "CALL sys.lakestream_set_aside('default.t', 1)")
+        .await
+        .expect_err("a sound write whose column is gone is not set aside either");
+    assert!(error.contains("not damaged"), "{error}");
+    assert!(error.contains("column 'c'"), "{error}");
+    assert!(error.contains("ADD COLUMN"), "{error}");
+    raw_alter(
+        &warehouse,
+        vec![SchemaChange::add_column(
+            "c".to_string(),
+            DataType::VarChar(VarCharType::new(VarCharType::MAX_LENGTH).expect("type")),
+        )],
+    )
+    .await;
+    let report = catalog.tier(&id, WhenOff::Tier).await.expect("tier");
+    assert_eq!((report.rows, report.position), (1, 2));
+    assert_eq!(sorted_ids(&ctx, "SELECT id FROM t").await, vec![1, 2]);
+}
+
+/// A write planned while the mode was on, which lands after the mode went
+/// off, a column of it was dropped, and the mode went on again: it reached
+/// the store with values for a column the table lacks, which tiering cannot
+/// commit. It is never acknowledged; once the column is back, it is tiered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_whose_column_went_while_it_ran_is_not_acknowledged() {
+    use crate::support::{run, sorted_ids};
+    use paimon::spec::{DataType, SchemaChange, VarCharType};
+    use paimon_lakestream::catalog::WhenOff;
+
+    let warehouse = TestWarehouse::new(crate::support::CatalogKind::Filesystem).await;
+    let ctx = store_at(&warehouse, "store").await;
+    run(
+        &ctx,
+        "CREATE TABLE t (id INT, c STRING) WITH ('lakestream.enabled' = 'true')",
+    )
+    .await;
+    let planned = ctx
+        .sql("INSERT INTO t VALUES (1, 'x')")
+        .await
+        .expect("plan the write");
+    run(
+        &ctx,
+        "ALTER TABLE t SET TBLPROPERTIES ('lakestream.enabled' = 'false')",
+    )
+    .await;
+    raw_alter(&warehouse, vec![SchemaChange::drop_column("c".to_string())]).await;
+    run(
+        &ctx,
+        "ALTER TABLE t SET TBLPROPERTIES ('lakestream.enabled' = 'true')",
+    )
+    .await;
+    let error = planned
+        .collect()
+        .await
+        .expect_err("a write with values for a column the table lacks is not acknowledged")
+        .to_string();
+    assert!(error.contains("outcome"), "{error}");
+    assert!(error.contains("'default.t'"), "{error}");
+    assert!(error.contains("column 'c'"), "{error}");
+    assert!(error.contains("ADD COLUMN"), "{error}");
+
+    // Tiering stops at it, saying what to do; with the column back it goes on.
+    let catalog = ctx.catalog("paimon").expect("catalog");
+    let id = paimon::catalog::Identifier::new("default", "t");
+    let error = catalog
         .tier(&id, WhenOff::Tier)
         .await
-        .expect("tier past it");
-    assert_eq!((report.rows, report.position), (0, 2));
+        .expect_err("tiering must not commit the write without its column")
+        .to_string();
+    assert!(error.contains("column 'c'"), "{error}");
+    assert!(error.contains("ADD COLUMN"), "{error}");
+    assert!(!error.contains("set_aside"), "{error}");
+    raw_alter(
+        &warehouse,
+        vec![SchemaChange::add_column(
+            "c".to_string(),
+            DataType::VarChar(VarCharType::new(VarCharType::MAX_LENGTH).expect("type")),
+        )],
+    )
+    .await;
+    let report = catalog.tier(&id, WhenOff::Tier).await.expect("tier");
+    assert_eq!(report.rows, 1);
     assert_eq!(sorted_ids(&ctx, "SELECT id FROM t").await, vec![1]);
 }
 

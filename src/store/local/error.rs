@@ -180,15 +180,17 @@ pub(crate) enum LocalStoreError {
     },
 
     /// A write waiting in the store holds columns the table no longer has:
-    /// dropped or renamed while the mode was off and the rows could not be
-    /// tiered. Tiering stops there rather than commit the rows without
-    /// their values, and the mode is not turned on over them.
+    /// dropped or renamed while the mode was off and the rows were not yet
+    /// tiered (or while a write planned before ran). Tiering stops there
+    /// rather than commit the rows without their values, and the mode is
+    /// not turned on over them. The write is sound, so it is never set
+    /// aside: processes that read it keep it.
     #[error(
         "the write at position {position} in the store of '{table}' holds {columns}, which \
-         the table no longer has (dropped or renamed while lake-stream mode was off, before \
-         its rows were tiered); they are not tiered without those values. Add the columns \
-         back (or rename them back) and tier, or give the write up: \
-         CALL sys.lakestream_set_aside('{table}', {position})"
+         the table no longer has (dropped or renamed before its rows were tiered); tiering \
+         stops there rather than commit its rows without those values, and tiers nothing \
+         after it. Add the columns back (ALTER TABLE ... ADD COLUMN, or RENAME COLUMN back; \
+         the mode can be off meanwhile), then tier"
     )]
     ColumnsGone {
         /// The table's full name.

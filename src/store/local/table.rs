@@ -971,15 +971,10 @@ impl TableState {
     }
 
     fn columns_gone(&self, position: u64, missing: &[String]) -> Error {
-        let quoted: Vec<String> = missing.iter().map(|c| format!("'{c}'")).collect();
-        let columns = match quoted.as_slice() {
-            [one] => format!("column {one}"),
-            many => format!("columns {}", many.join(", ")),
-        };
         LocalStoreError::ColumnsGone {
             table: self.name(),
             position,
-            columns,
+            columns: crate::name::columns_phrase(missing),
         }
         .into()
     }
@@ -2392,58 +2387,45 @@ impl TableState {
                 reason: format!("'{}' has no segment at position {position}", self.name()),
             });
         };
-        let not_damaged = || Error::InvalidStatement {
+        let not_damaged = |why: String| Error::InvalidStatement {
             statement: "set aside".to_string(),
             reason: format!(
-                "the segment at position {position} of '{}' is not damaged and holds no \
-                 column the table lacks; only such segments are set aside",
+                "the segment at position {position} of '{}' is not damaged{why}; only damaged \
+                 segments are set aside",
                 self.name()
             ),
         };
-        let schema = log_schema(table)?;
-        let decoded = segment::decode_entry(&bytes);
-        // A sound write with columns the table no longer has cannot be
-        // tiered whole (see `ColumnsGone`), so it may be given up too.
-        let (columns, rows) = match &decoded {
-            Ok(Entry::Rows(batches)) => (
-                batches
+        let held = match segment::decode_entry(&bytes) {
+            // A sound write is never set aside, even one with columns the
+            // table no longer has: processes that read it keep it in
+            // memory, and would serve and tier it still.
+            Ok(Entry::Rows(batches)) => {
+                let columns = batches
                     .first()
                     .map(|b| Info::of(&b.schema(), 0).columns.to_vec())
-                    .unwrap_or_default(),
-                batches.iter().map(|b| b.num_rows() as u64).sum(),
-            ),
-            Ok(Entry::Parts(list)) => (
-                list.columns.clone(),
-                list.parts.iter().map(|p| p.rows).sum(),
-            ),
-            Err(_) => (Vec::new(), 0),
-        };
-        let missing = missing_columns(&column_names(&schema), &columns);
-        let held = if !missing.is_empty() && self.gone_for_good(table, &missing).await? {
-            format!(
-                "{rows} rows with columns the table no longer has: {}",
-                missing.join(", ")
-            )
-        } else {
-            match decoded {
-                Ok(Entry::Rows(_)) => return Err(not_damaged()),
-                // A multi-part write is damaged where any of its parts is.
-                Ok(Entry::Parts(list)) => {
-                    let mut found = None;
-                    for index in 0..list.parts.len() {
-                        if let Err(e) = self.read_part(&incarnation, &list, position, index).await {
-                            if matches!(e, Error::SegmentDamaged { .. }) {
-                                found = Some(e);
-                                break;
-                            }
-                            return Err(e);
-                        }
-                    }
-                    damage_held(found.ok_or_else(not_damaged)?)?
-                }
-                Err(error) => damage_held(self.damaged(&location, position, &error, &bytes))?,
+                    .unwrap_or_default();
+                return Err(not_damaged(self.sound_but(table, &columns).await?));
             }
+            // A multi-part write is damaged where any of its parts is.
+            Ok(Entry::Parts(list)) => {
+                let mut found = None;
+                for index in 0..list.parts.len() {
+                    if let Err(e) = self.read_part(&incarnation, &list, position, index).await {
+                        if matches!(e, Error::SegmentDamaged { .. }) {
+                            found = Some(e);
+                            break;
+                        }
+                        return Err(e);
+                    }
+                }
+                match found {
+                    Some(damage) => damage_held(damage)?,
+                    None => return Err(not_damaged(self.sound_but(table, &list.columns).await?)),
+                }
+            }
+            Err(error) => damage_held(self.damaged(&location, position, &error, &bytes))?,
         };
+        let schema = log_schema(table)?;
         let aside = incarnation
             .dir
             .clone()
@@ -2458,6 +2440,22 @@ impl TableState {
             "set aside segment {position} of '{}' ({held}) as '{}'",
             self.name(),
             self.file(&aside)
+        ))
+    }
+
+    /// For a refusal to set aside a sound write with `columns`: what to do
+    /// instead when the table no longer has some of them, or nothing.
+    async fn sound_but(&self, table: &Table, columns: &[String]) -> Result<String> {
+        let schema = log_schema(table)?;
+        let missing = missing_columns(&column_names(&schema), columns);
+        if missing.is_empty() || !self.gone_for_good(table, &missing).await? {
+            return Ok(String::new());
+        }
+        Ok(format!(
+            " (it holds {}, which the table no longer has: add it back with ALTER TABLE ... \
+             ADD COLUMN, or RENAME COLUMN back, and tier; a sound write is never set aside, as \
+             processes that read it keep it)",
+            crate::name::columns_phrase(&missing)
         ))
     }
 
