@@ -4,13 +4,15 @@
 use std::sync::Arc;
 
 use datafusion::arrow::array::{ArrayRef, RecordBatch, RecordBatchOptions};
-use datafusion::arrow::compute::cast;
+use datafusion::arrow::compute::{cast_with_options, CastOptions};
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::arrow::error::ArrowError;
 
 /// A batch of `schema` holding `columns`, one per field in order, each cast
-/// to its field's type where it differs. A batch of no columns keeps its
-/// `rows` (as `count(*)` reads need).
+/// to its field's type where it differs. A value that does not cast is an
+/// error, never a null: rows a store holds under a column whose type changed
+/// since stop there rather than lose the value. A batch of no columns keeps
+/// its `rows` (as `count(*)` reads need).
 pub(crate) fn cast_to(
     schema: &SchemaRef,
     columns: impl IntoIterator<Item = ArrayRef>,
@@ -31,7 +33,11 @@ pub(crate) fn cast_to(
             if column.data_type() == field.data_type() {
                 Ok(column)
             } else {
-                cast(&column, field.data_type())
+                let strict = CastOptions {
+                    safe: false,
+                    ..CastOptions::default()
+                };
+                cast_with_options(&column, field.data_type(), &strict)
             }
         })
         .collect::<Result<Vec<_>, _>>()?;
@@ -62,6 +68,18 @@ mod tests {
         let a = batch.column(0).as_any().downcast_ref::<Int64Array>();
         assert_eq!(a.map(|a| a.values().to_vec()), Some(vec![1, 2]));
         assert!(Arc::ptr_eq(batch.column(1), &b));
+    }
+
+    /// A value the new type cannot hold is an error, not a null.
+    #[test]
+    fn a_value_that_does_not_cast_is_an_error() {
+        use datafusion::arrow::array::StringArray;
+        let target = schema(vec![Field::new("c", DataType::Int32, true)]);
+        let c: ArrayRef = Arc::new(StringArray::from(vec![Some("7"), None]));
+        let batch = cast_to(&target, [c], 2).unwrap();
+        assert_eq!(batch.column(0).null_count(), 1);
+        let c: ArrayRef = Arc::new(StringArray::from(vec!["x"]));
+        assert!(cast_to(&target, [c], 1).is_err());
     }
 
     #[test]

@@ -639,6 +639,8 @@ impl LakeStreamCatalog {
                     Err(e) => Err(e.into()),
                 };
                 let waiting = match waiting {
+                    // No store table: nothing of it waits there.
+                    Err(Error::StoreTableMissing { .. }) => return,
                     Ok(rows) => format!("{rows} rows wait in it, not yet in Paimon"),
                     Err(Error::StoreUnavailable { .. } | Error::StoreTimeout { .. }) => {
                         "how many rows wait in it is unknown: the store could not be reached \

@@ -151,10 +151,19 @@ impl DataSink for StoreSink {
 enum Still {
     /// The mode is on, through the same store, with the write's columns.
     Same,
-    /// The mode is off, or on through another store.
-    Off,
-    /// The mode is on, but the table lacks these columns of the write.
-    ColumnsGone(Vec<String>),
+    /// The mode is off, or on through another store; with the write's
+    /// columns that changed since it was planned.
+    Off(Vec<String>),
+    /// The mode is on, but these columns of the write changed.
+    Changed(Vec<String>),
+}
+
+/// `text` with its first letter upper-case, to begin a sentence.
+fn upper_first(text: &str) -> String {
+    let mut chars = text.chars();
+    chars.next().map_or_else(String::new, |first| {
+        first.to_uppercase().chain(chars).collect()
+    })
 }
 
 impl StoreSink {
@@ -172,19 +181,29 @@ impl StoreSink {
         };
         match self.still_lakestream().await {
             Ok(Still::Same) => Ok(()),
-            Ok(Still::Off) => Err(unknown(
+            Ok(Still::Off(changed)) => Err(unknown(format!(
                 "its lake-stream mode was turned off while the write ran, after its rows \
                  reached the store: they may wait there, not in Paimon, until the mode is \
-                 turned on again or they are tiered"
-                    .to_string(),
-            )),
-            Ok(Still::ColumnsGone(columns)) => Err(unknown(format!(
-                "the table no longer has {}, dropped or renamed while the write ran (the \
-                 mode went off and on again meanwhile), and its rows reached the store with \
-                 values for it: tiering stops at them rather than commit them without those \
-                 values, and tiers nothing after them until it is added back (ALTER TABLE \
-                 ... ADD COLUMN, or RENAME COLUMN back)",
-                crate::name::columns_phrase(&columns)
+                 turned on again or they are tiered{}",
+                if changed.is_empty() {
+                    String::new()
+                } else {
+                    format!(
+                        ". {} changed since it was planned, so tiering stops at them until it \
+                         is put back as it was",
+                        upper_first(&crate::name::columns_phrase(&changed))
+                    )
+                }
+            ))),
+            Ok(Still::Changed(changed)) => Err(unknown(format!(
+                "{} of the table changed while the write ran (dropped, renamed, added again \
+                 or given another type, with the mode turned off and on again meanwhile), and \
+                 its rows reached the store with values for the old one. Tiering takes a \
+                 write's values by column name, cast to the column's type now; it stops at a \
+                 column that is gone or a value that does not cast, and tiers nothing after \
+                 it until the column is put back as it was (ALTER TABLE ... ADD COLUMN; \
+                 RENAME COLUMN and type changes need the mode off first)",
+                upper_first(&crate::name::columns_phrase(&changed))
             ))),
             Err(e) => Err(unknown(format!(
                 "its rows reached the store, but whether its lake-stream mode is still on \
@@ -221,8 +240,24 @@ impl StoreSink {
             }
         };
         let Some(latest) = latest else {
-            return Ok(Still::Off);
+            return Ok(Still::Off(Vec::new()));
         };
+        // The write's columns, as it had them: the same field (by Paimon's
+        // field id), name and type. A column dropped and added again under
+        // its name is another field; its values would go to the new one.
+        let changed: Vec<String> = table
+            .schema()
+            .fields()
+            .iter()
+            .filter(|field| {
+                !latest.fields().iter().any(|now| {
+                    now.id() == field.id()
+                        && now.name() == field.name()
+                        && now.data_type().equals_ignore_nullable(field.data_type())
+                })
+            })
+            .map(|field| field.name().to_string())
+            .collect();
         // Still on, and still through the store the write went to (the mode
         // may have gone off and on again through another store since).
         let binding = |options: &std::collections::HashMap<String, String>| {
@@ -231,20 +266,12 @@ impl StoreSink {
         if !crate::options::is_enabled(latest.options())
             || binding(latest.options()) != binding(table.schema().options())
         {
-            return Ok(Still::Off);
+            return Ok(Still::Off(changed));
         }
-        // The mode may also have gone off and on again with a column of the
-        // write's dropped meanwhile: tiering cannot commit its rows whole.
-        let gone: Vec<String> = table
-            .schema()
-            .fields()
-            .iter()
-            .map(|f| f.name())
-            .filter(|name| latest.fields().iter().all(|f| f.name() != *name))
-            .map(str::to_string)
-            .collect();
-        if !gone.is_empty() {
-            return Ok(Still::ColumnsGone(gone));
+        // Columns change only while the mode is off: it went off and on
+        // again while the write ran.
+        if !changed.is_empty() {
+            return Ok(Still::Changed(changed));
         }
         Ok(Still::Same)
     }

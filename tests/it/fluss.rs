@@ -341,7 +341,10 @@ impl StoreHarness for FlussHarness {
             ("lakestream.store", "fluss"),
             ("fluss.bootstrap.servers", &bootstrap),
             ("fluss.client.connect-timeout", "2s"),
-            ("fluss.client.request-timeout", "20s"),
+            // A new table's buckets get leaders within seconds, but on a
+            // 2-core machine running tests beside the cluster's JVMs it has
+            // taken over 20 s: a bound for a stalled cluster, not a slow one.
+            ("fluss.client.request-timeout", "60s"),
         ];
         if condition != StoreCondition::Reachable {
             options.push(("lakestream.timeout", "5s"));

@@ -501,7 +501,7 @@ async fn a_write_whose_column_went_while_it_ran_is_not_acknowledged() {
         .to_string();
     assert!(error.contains("outcome"), "{error}");
     assert!(error.contains("'default.t'"), "{error}");
-    assert!(error.contains("column 'c'"), "{error}");
+    assert!(error.contains("Column 'c'"), "{error}");
     assert!(error.contains("ADD COLUMN"), "{error}");
 
     // Tiering stops at it, saying what to do; with the column back it goes on.
@@ -526,6 +526,75 @@ async fn a_write_whose_column_went_while_it_ran_is_not_acknowledged() {
     let report = catalog.tier(&id, WhenOff::Tier).await.expect("tier");
     assert_eq!(report.rows, 1);
     assert_eq!(sorted_ids(&ctx, "SELECT id FROM t").await, vec![1]);
+}
+
+/// As above, with the column added again under its name but another type:
+/// by name the column is there, but it is another field. The write is not
+/// acknowledged, and a value the new type cannot hold stops tiering (and
+/// reads) rather than become a null; with the column back as it was, the
+/// value is tiered as written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_whose_column_changed_type_while_it_ran_keeps_its_values() {
+    use crate::support::{run, sorted_rows, try_run};
+    use paimon::spec::{DataType, IntType, SchemaChange, VarCharType};
+    use paimon_lakestream::catalog::WhenOff;
+
+    let string = || DataType::VarChar(VarCharType::new(VarCharType::MAX_LENGTH).expect("type"));
+    let warehouse = TestWarehouse::new(crate::support::CatalogKind::Filesystem).await;
+    let ctx = store_at(&warehouse, "store").await;
+    run(
+        &ctx,
+        "CREATE TABLE t (id INT, c STRING) WITH ('lakestream.enabled' = 'true')",
+    )
+    .await;
+    let planned = ctx
+        .sql("INSERT INTO t VALUES (1, 'x')")
+        .await
+        .expect("plan the write");
+    const OFF: &str = "ALTER TABLE t SET TBLPROPERTIES ('lakestream.enabled' = 'false')";
+    const ON: &str = "ALTER TABLE t SET TBLPROPERTIES ('lakestream.enabled' = 'true')";
+    run(&ctx, OFF).await;
+    raw_alter(&warehouse, vec![SchemaChange::drop_column("c".to_string())]).await;
+    raw_alter(
+        &warehouse,
+        vec![SchemaChange::add_column(
+            "c".to_string(),
+            DataType::Int(IntType::new()),
+        )],
+    )
+    .await;
+    run(&ctx, ON).await;
+    let error = planned
+        .collect()
+        .await
+        .expect_err("a write whose column changed is not acknowledged")
+        .to_string();
+    assert!(error.contains("outcome"), "{error}");
+    assert!(error.contains("Column 'c'"), "{error}");
+
+    let catalog = ctx.catalog("paimon").expect("catalog");
+    let id = paimon::catalog::Identifier::new("default", "t");
+    let error = catalog
+        .tier(&id, WhenOff::Tier)
+        .await
+        .expect_err("'x' is no INT: tiering must not commit it as a null")
+        .to_string();
+    assert!(error.contains("'x'") || error.contains("Int32"), "{error}");
+    let error = try_run(&ctx, "SELECT * FROM t$rt")
+        .await
+        .expect_err("nor may a read show it as a null");
+    assert!(error.contains("'x'") || error.contains("Int32"), "{error}");
+
+    run(&ctx, OFF).await;
+    raw_alter(&warehouse, vec![SchemaChange::drop_column("c".to_string())]).await;
+    raw_alter(
+        &warehouse,
+        vec![SchemaChange::add_column("c".to_string(), string())],
+    )
+    .await;
+    let report = catalog.tier(&id, WhenOff::Tier).await.expect("tier");
+    assert_eq!(report.rows, 1);
+    assert_eq!(sorted_rows(&ctx, "SELECT * FROM t").await, vec!["1|x"]);
 }
 
 /// An INSERT planned while the mode was on and run after it went off: its

@@ -189,8 +189,8 @@ pub(crate) enum LocalStoreError {
         "the write at position {position} in the store of '{table}' holds {columns}, which \
          the table no longer has (dropped or renamed before its rows were tiered); tiering \
          stops there rather than commit its rows without those values, and tiers nothing \
-         after it. Add the columns back (ALTER TABLE ... ADD COLUMN, or RENAME COLUMN back; \
-         the mode can be off meanwhile), then tier"
+         after it. Put the columns back (ALTER TABLE ... ADD COLUMN; RENAME COLUMN back needs \
+         the mode off first), then tier"
     )]
     ColumnsGone {
         /// The table's full name.

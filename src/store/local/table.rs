@@ -2452,9 +2452,9 @@ impl TableState {
             return Ok(String::new());
         }
         Ok(format!(
-            " (it holds {}, which the table no longer has: add it back with ALTER TABLE ... \
-             ADD COLUMN, or RENAME COLUMN back, and tier; a sound write is never set aside, as \
-             processes that read it keep it)",
+            " (it holds {}, which the table no longer has: put it back with ALTER TABLE ... \
+             ADD COLUMN (RENAME COLUMN back needs the mode off first) and tier; a sound write \
+             is never set aside, as processes that read it keep it)",
             crate::name::columns_phrase(&missing)
         ))
     }
