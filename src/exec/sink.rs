@@ -189,8 +189,8 @@ impl StoreSink {
                     String::new()
                 } else {
                     format!(
-                        ". {} changed since it was planned, so tiering stops at them until it \
-                         is put back as it was",
+                        ". {} changed since it was planned: tiering stops at them if a column \
+                         of theirs is gone or a value does not cast to its type now",
                         upper_first(&crate::name::columns_phrase(&changed))
                     )
                 }
@@ -201,8 +201,9 @@ impl StoreSink {
                  its rows reached the store with values for the old one. Tiering takes a \
                  write's values by column name, cast to the column's type now; it stops at a \
                  column that is gone or a value that does not cast, and tiers nothing after \
-                 it until the column is put back as it was (ALTER TABLE ... ADD COLUMN; \
-                 RENAME COLUMN and type changes need the mode off first)",
+                 it until a column of that name and a type the values cast to is there again \
+                 (ALTER TABLE ... ADD COLUMN; RENAME COLUMN and type changes need the mode off \
+                 first)",
                 upper_first(&crate::name::columns_phrase(&changed))
             ))),
             Err(e) => Err(unknown(format!(

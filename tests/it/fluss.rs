@@ -346,7 +346,10 @@ impl StoreHarness for FlussHarness {
             // taken over 20 s: a bound for a stalled cluster, not a slow one.
             ("fluss.client.request-timeout", "60s"),
         ];
-        if condition != StoreCondition::Reachable {
+        if condition == StoreCondition::Reachable {
+            // The bound of each store call, above the request timeout.
+            options.push(("lakestream.timeout", "90s"));
+        } else {
             options.push(("lakestream.timeout", "5s"));
         }
         options.extend(self.extra.iter().map(|(k, v)| (k.as_str(), v.as_str())));

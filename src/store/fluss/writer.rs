@@ -123,8 +123,23 @@ pub(super) const SENT_TO_DROPPED: &str =
     "the rows it sent went with the dropped table, and none of them is \
      in the table now. Run the statement again to write them to the table as it is now";
 
-/// A batch in the Arrow types fluss-rs takes for the table's columns.
-pub(super) fn conform(batch: &RecordBatch, schema: &SchemaRef) -> Result<RecordBatch> {
+/// A batch in the Arrow types fluss-rs takes for the table's columns of
+/// `table`. A `BINARY(n)` value (fixed width in Fluss) of another length is
+/// refused, naming the column: the cast would fail without saying which.
+pub(super) fn conform(batch: &RecordBatch, schema: &SchemaRef, table: &str) -> Result<RecordBatch> {
+    for (column, field) in batch.columns().iter().zip(schema.fields()) {
+        if let arrow::datatypes::DataType::FixedSizeBinary(width) = field.data_type() {
+            if let Some(length) = binary_length_other_than(column, *width) {
+                return Err(Error::WriteNotApplied {
+                    table: table.to_string(),
+                    reason: format!(
+                        "column '{}' is BINARY({width}), and a value of it has {length} bytes",
+                        field.name()
+                    ),
+                });
+            }
+        }
+    }
     // Nullability follows the data: fluss-rs checks NOT NULL columns itself.
     let fields: Vec<arrow::datatypes::Field> = schema
         .fields()
@@ -134,6 +149,29 @@ pub(super) fn conform(batch: &RecordBatch, schema: &SchemaRef) -> Result<RecordB
     let schema = Arc::new(arrow::datatypes::Schema::new(fields));
     crate::batch::cast_to(&schema, batch.columns().to_vec(), batch.num_rows())
         .map_err(|e| crate::store::store_error(IDENTIFIER, e))
+}
+
+/// The length of the first value of `column` (a binary column) that is not
+/// `width` bytes long, if any.
+fn binary_length_other_than(column: &arrow::array::ArrayRef, width: i32) -> Option<usize> {
+    use arrow::array::AsArray;
+    use arrow::datatypes::DataType;
+    let width = usize::try_from(width).ok()?;
+    let first = |lengths: &mut dyn Iterator<Item = Option<usize>>| {
+        lengths.flatten().find(|&length| length != width)
+    };
+    match column.data_type() {
+        DataType::Binary => {
+            first(&mut column.as_binary::<i32>().iter().map(|v| v.map(<[u8]>::len)))
+        }
+        DataType::LargeBinary => {
+            first(&mut column.as_binary::<i64>().iter().map(|v| v.map(<[u8]>::len)))
+        }
+        DataType::BinaryView => {
+            first(&mut column.as_binary_view().iter().map(|v| v.map(<[u8]>::len)))
+        }
+        _ => None,
+    }
 }
 
 impl FlussStore {
@@ -272,8 +310,8 @@ impl FlussStore {
                 continue;
             }
             rows += batch.num_rows() as u64;
-            let batch =
-                conform(batch, &writer.arrow_schema).map_err(SendFailure::before_sending)?;
+            let batch = conform(batch, &writer.arrow_schema, &target.name)
+                .map_err(SendFailure::before_sending)?;
             if let (WriterKind::Upsert(_, keys), WriteKind::Delete) = (&writer.kind, kind) {
                 held.push(
                     held_keys(target, keys, &batch)
@@ -434,5 +472,45 @@ impl FlussStore {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use arrow::array::{Array, BinaryArray, FixedSizeBinaryArray};
+    use arrow::datatypes::{DataType, Field, Schema};
+
+    use super::*;
+
+    fn binary_batch(values: Vec<Option<&[u8]>>) -> RecordBatch {
+        let schema = Arc::new(Schema::new(vec![Field::new("b", DataType::Binary, true)]));
+        RecordBatch::try_new(schema, vec![Arc::new(BinaryArray::from(values))]).expect("a batch")
+    }
+
+    /// A `BINARY(n)` value of another length is refused, naming the column,
+    /// before anything is sent; values of the length (and nulls) convert.
+    #[test]
+    fn a_binary_value_of_another_width_is_refused_by_column() {
+        let fixed = Arc::new(Schema::new(vec![Field::new(
+            "b",
+            DataType::FixedSizeBinary(2),
+            true,
+        )]));
+        let fine = conform(&binary_batch(vec![Some(b"ab"), None]), &fixed, "db.t")
+            .expect("values of the width");
+        let column = fine
+            .column(0)
+            .as_any()
+            .downcast_ref::<FixedSizeBinaryArray>()
+            .expect("fixed width");
+        assert_eq!((column.value(0), column.null_count()), (&b"ab"[..], 1));
+
+        let error = conform(&binary_batch(vec![Some(b"ab"), Some(b"a")]), &fixed, "db.t")
+            .expect_err("a value one byte short")
+            .to_string();
+        assert!(error.contains("'db.t'"), "{error}");
+        assert!(error.contains("column 'b' is BINARY(2)"), "{error}");
+        assert!(error.contains("1 bytes"), "{error}");
+        assert!(error.contains("nothing was written"), "{error}");
     }
 }
