@@ -173,7 +173,8 @@ impl StoreSink {
     /// committed, so rows that reached the store before the option changed
     /// are in Paimon or named in a notice. Rows that reached it after are
     /// not acknowledged: their outcome is unknown. One look for the next
-    /// schema file when nothing changed.
+    /// schema file when nothing changed (one request to the server for a
+    /// table of a REST catalog).
     async fn check_still_lakestream(&self) -> Result<(), Error> {
         let unknown = |reason: String| Error::WriteOutcomeUnknown {
             table: self.table.identifier().full_name(),
@@ -215,33 +216,26 @@ impl StoreSink {
 
     async fn still_lakestream(&self) -> paimon::Result<Still> {
         let table = &self.table;
-        if table.rest_env().is_some() {
-            // A REST catalog's schemas are its server's; its tables are
-            // checked when they are planned only.
-            return Ok(Still::Same);
-        }
-        if !crate::table_cache::has_newer_schema(table).await? {
-            return Ok(Still::Same);
-        }
-        let manager = paimon::table::SchemaManager::new(
-            table.file_io().clone(),
-            table.location().to_string(),
-        );
-        // paimon 0.4 writes a schema file in place: one read mid-write does
-        // not parse, so it is read again before the write is called unknown.
-        let mut tries = 0;
-        let latest = loop {
-            match manager.latest().await {
-                Ok(latest) => break latest,
-                Err(paimon::Error::DataInvalid { .. }) if tries < 3 => {
-                    tries += 1;
-                    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        let latest = match table.rest_env() {
+            // A REST catalog's schemas are its server's: one request for
+            // the table as it is now.
+            Some(env) => {
+                let now = env.get_table(table.identifier()).await?;
+                // Dropped and created again since: another table.
+                if now.rest_env().map(|e| e.uuid()) != Some(env.uuid()) {
+                    return Ok(Still::Off(Vec::new()));
                 }
-                Err(e) => return Err(e),
+                now.schema().clone()
             }
-        };
-        let Some(latest) = latest else {
-            return Ok(Still::Off(Vec::new()));
+            None => {
+                if !crate::table_cache::has_newer_schema(table).await? {
+                    return Ok(Still::Same);
+                }
+                let Some(latest) = self.latest_schema().await? else {
+                    return Ok(Still::Off(Vec::new()));
+                };
+                latest.as_ref().clone()
+            }
         };
         // The write's columns, as it had them: the same field (by Paimon's
         // field id), name and type. A column dropped and added again under
@@ -275,6 +269,28 @@ impl StoreSink {
             return Ok(Still::Changed(changed));
         }
         Ok(Still::Same)
+    }
+
+    /// The newest schema file of a table of a file-system catalog.
+    async fn latest_schema(&self) -> paimon::Result<Option<Arc<paimon::spec::TableSchema>>> {
+        let table = &self.table;
+        let manager = paimon::table::SchemaManager::new(
+            table.file_io().clone(),
+            table.location().to_string(),
+        );
+        // paimon 0.4 writes a schema file in place: one read mid-write does
+        // not parse, so it is read again before the write is called unknown.
+        let mut tries = 0;
+        loop {
+            match manager.latest().await {
+                Ok(latest) => return Ok(latest),
+                Err(paimon::Error::DataInvalid { .. }) if tries < 3 => {
+                    tries += 1;
+                    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+                }
+                Err(e) => return Err(e),
+            }
+        }
     }
 
     /// A store may still finish a write it did not answer in time.

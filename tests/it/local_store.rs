@@ -602,9 +602,25 @@ async fn a_write_whose_column_changed_type_while_it_ran_keeps_its_values() {
 /// unknown. Never an acknowledgement of rows left where no read sees them.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_write_planned_before_the_mode_went_off_is_never_acknowledged_unseen() {
+    Box::pin(planned_before_the_mode_went_off(
+        crate::support::CatalogKind::Filesystem,
+    ))
+    .await;
+}
+
+/// The same through a REST catalog, whose schemas are its server's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_planned_before_the_mode_went_off_is_never_acknowledged_unseen_on_rest() {
+    Box::pin(planned_before_the_mode_went_off(
+        crate::support::CatalogKind::Rest,
+    ))
+    .await;
+}
+
+async fn planned_before_the_mode_went_off(kind: crate::support::CatalogKind) {
     use crate::support::{run, sorted_ids};
 
-    let warehouse = TestWarehouse::new(crate::support::CatalogKind::Filesystem).await;
+    let warehouse = TestWarehouse::new(kind).await;
     let ctx = store_at(&warehouse, "store").await;
     run(
         &ctx,
