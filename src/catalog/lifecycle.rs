@@ -594,17 +594,13 @@ impl LakeStreamCatalog {
                     return;
                 };
                 let id = store.identifier().to_string();
-                let waiting = match self.inner.get_table(identifier).await {
-                    Ok(table) => {
-                        store
-                            .call(
-                                "count rows written while the mode went off",
-                                |s| async move { s.pending_rows(&table).await },
-                            )
-                            .await
-                    }
-                    Err(e) => Err(e.into()),
-                };
+                let waiting = self
+                    .rows_waiting(
+                        identifier,
+                        store,
+                        "count rows written while the mode went off",
+                    )
+                    .await;
                 let waiting = match waiting {
                     Ok(0) | Err(Error::StoreTableMissing { .. }) => return,
                     Ok(rows) => format!(
@@ -628,17 +624,10 @@ impl LakeStreamCatalog {
                 let Ok(store) = self.store.require("turning the mode off", identifier) else {
                     return;
                 };
-                let waiting = match self.inner.get_table(identifier).await {
-                    Ok(table) => {
-                        store
-                            .call("count rows waiting", |s| async move {
-                                s.pending_rows(&table).await
-                            })
-                            .await
-                    }
-                    Err(e) => Err(e.into()),
-                };
-                let waiting = match waiting {
+                let waiting = match self
+                    .rows_waiting(identifier, store, "count rows waiting")
+                    .await
+                {
                     // No store table: nothing of it waits there.
                     Err(Error::StoreTableMissing { .. }) => return,
                     Ok(rows) => format!("{rows} rows wait in it, not yet in Paimon"),
@@ -689,6 +678,21 @@ impl LakeStreamCatalog {
                 }
             }
         }
+    }
+
+    /// The rows of `identifier` waiting in `store`, counted on the table as
+    /// the catalog has it now (after the option's commit); `what` names the
+    /// count in the store's errors.
+    async fn rows_waiting(
+        &self,
+        identifier: &Identifier,
+        store: &LazyStore,
+        what: &str,
+    ) -> Result<u64> {
+        let table = self.inner.get_table(identifier).await?;
+        store
+            .call(what, |s| async move { s.pending_rows(&table).await })
+            .await
     }
 }
 

@@ -225,7 +225,7 @@ impl StoreSink {
                 if now.rest_env().map(|e| e.uuid()) != Some(env.uuid()) {
                     return Ok(Still::Off(Vec::new()));
                 }
-                now.schema().clone()
+                Arc::new(now.schema().clone())
             }
             None => {
                 if !crate::table_cache::has_newer_schema(table).await? {
@@ -234,7 +234,7 @@ impl StoreSink {
                 let Some(latest) = self.latest_schema().await? else {
                     return Ok(Still::Off(Vec::new()));
                 };
-                latest.as_ref().clone()
+                latest
             }
         };
         // The write's columns, as it had them: the same field (by Paimon's

@@ -361,6 +361,20 @@ async fn raw_alter(warehouse: &TestWarehouse, changes: Vec<paimon::spec::SchemaC
         .expect("alter the table");
 }
 
+/// Turns the mode off as a catalog without a store would: no tiering first.
+fn mode_off() -> paimon::spec::SchemaChange {
+    paimon::spec::SchemaChange::set_option("lakestream.enabled".to_string(), "false".to_string())
+}
+
+/// Adds a `STRING` column `name` (back).
+fn add_string_column(name: &str) -> paimon::spec::SchemaChange {
+    use paimon::spec::{DataType, VarCharType};
+    paimon::spec::SchemaChange::add_column(
+        name.to_string(),
+        DataType::VarChar(VarCharType::new(VarCharType::MAX_LENGTH).expect("type")),
+    )
+}
+
 /// Rows left in the store when the mode went off without tiering, then a
 /// column of theirs dropped: tiering never stops at them in silence (it
 /// used to commit nothing and report success, for ever), and the mode is
@@ -368,7 +382,7 @@ async fn raw_alter(warehouse: &TestWarehouse, changes: Vec<paimon::spec::SchemaC
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rows_whose_column_was_dropped_stop_tiering_loudly() {
     use crate::support::{run, sorted_ids, try_run};
-    use paimon::spec::{DataType, SchemaChange, VarCharType};
+    use paimon::spec::SchemaChange;
     use paimon_lakestream::catalog::WhenOff;
 
     let warehouse = TestWarehouse::new(crate::support::CatalogKind::Filesystem).await;
@@ -379,14 +393,7 @@ async fn rows_whose_column_was_dropped_stop_tiering_loudly() {
     )
     .await;
     run(&ctx, "INSERT INTO t VALUES (1, 'x')").await;
-    raw_alter(
-        &warehouse,
-        vec![SchemaChange::set_option(
-            "lakestream.enabled".to_string(),
-            "false".to_string(),
-        )],
-    )
-    .await;
+    raw_alter(&warehouse, vec![mode_off()]).await;
     raw_alter(&warehouse, vec![SchemaChange::drop_column("c".to_string())]).await;
 
     let error = try_run(
@@ -409,14 +416,7 @@ async fn rows_whose_column_was_dropped_stop_tiering_loudly() {
     assert!(error.contains("'c'"), "{error}");
     assert!(error.contains("position 0"), "{error}");
 
-    raw_alter(
-        &warehouse,
-        vec![SchemaChange::add_column(
-            "c".to_string(),
-            DataType::VarChar(VarCharType::new(VarCharType::MAX_LENGTH).expect("type")),
-        )],
-    )
-    .await;
+    raw_alter(&warehouse, vec![add_string_column("c")]).await;
     let report = catalog.tier(&id, WhenOff::Tier).await.expect("tier");
     assert_eq!(report.rows, 1);
     assert_eq!(sorted_ids(&ctx, "SELECT id FROM t").await, vec![1]);
@@ -434,14 +434,7 @@ async fn rows_whose_column_was_dropped_stop_tiering_loudly() {
         .await
         .expect_err("a sound write with the table's columns is not set aside");
     assert!(error.contains("not damaged"), "{error}");
-    raw_alter(
-        &warehouse,
-        vec![SchemaChange::set_option(
-            "lakestream.enabled".to_string(),
-            "false".to_string(),
-        )],
-    )
-    .await;
+    raw_alter(&warehouse, vec![mode_off()]).await;
     raw_alter(&warehouse, vec![SchemaChange::drop_column("c".to_string())]).await;
     let error = try_run(&ctx, "CALL sys.lakestream_set_aside('default.t', 1)")
         .await
@@ -449,14 +442,7 @@ async fn rows_whose_column_was_dropped_stop_tiering_loudly() {
     assert!(error.contains("not damaged"), "{error}");
     assert!(error.contains("column 'c'"), "{error}");
     assert!(error.contains("ADD COLUMN"), "{error}");
-    raw_alter(
-        &warehouse,
-        vec![SchemaChange::add_column(
-            "c".to_string(),
-            DataType::VarChar(VarCharType::new(VarCharType::MAX_LENGTH).expect("type")),
-        )],
-    )
-    .await;
+    raw_alter(&warehouse, vec![add_string_column("c")]).await;
     let report = catalog.tier(&id, WhenOff::Tier).await.expect("tier");
     assert_eq!((report.rows, report.position), (1, 2));
     assert_eq!(sorted_ids(&ctx, "SELECT id FROM t").await, vec![1, 2]);
@@ -469,7 +455,7 @@ async fn rows_whose_column_was_dropped_stop_tiering_loudly() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_write_whose_column_went_while_it_ran_is_not_acknowledged() {
     use crate::support::{run, sorted_ids};
-    use paimon::spec::{DataType, SchemaChange, VarCharType};
+    use paimon::spec::SchemaChange;
     use paimon_lakestream::catalog::WhenOff;
 
     let warehouse = TestWarehouse::new(crate::support::CatalogKind::Filesystem).await;
@@ -515,14 +501,7 @@ async fn a_write_whose_column_went_while_it_ran_is_not_acknowledged() {
     assert!(error.contains("column 'c'"), "{error}");
     assert!(error.contains("ADD COLUMN"), "{error}");
     assert!(!error.contains("set_aside"), "{error}");
-    raw_alter(
-        &warehouse,
-        vec![SchemaChange::add_column(
-            "c".to_string(),
-            DataType::VarChar(VarCharType::new(VarCharType::MAX_LENGTH).expect("type")),
-        )],
-    )
-    .await;
+    raw_alter(&warehouse, vec![add_string_column("c")]).await;
     let report = catalog.tier(&id, WhenOff::Tier).await.expect("tier");
     assert_eq!(report.rows, 1);
     assert_eq!(sorted_ids(&ctx, "SELECT id FROM t").await, vec![1]);
@@ -536,10 +515,9 @@ async fn a_write_whose_column_went_while_it_ran_is_not_acknowledged() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_write_whose_column_changed_type_while_it_ran_keeps_its_values() {
     use crate::support::{run, sorted_rows, try_run};
-    use paimon::spec::{DataType, IntType, SchemaChange, VarCharType};
+    use paimon::spec::{DataType, IntType, SchemaChange};
     use paimon_lakestream::catalog::WhenOff;
 
-    let string = || DataType::VarChar(VarCharType::new(VarCharType::MAX_LENGTH).expect("type"));
     let warehouse = TestWarehouse::new(crate::support::CatalogKind::Filesystem).await;
     let ctx = store_at(&warehouse, "store").await;
     run(
@@ -587,11 +565,7 @@ async fn a_write_whose_column_changed_type_while_it_ran_keeps_its_values() {
 
     run(&ctx, OFF).await;
     raw_alter(&warehouse, vec![SchemaChange::drop_column("c".to_string())]).await;
-    raw_alter(
-        &warehouse,
-        vec![SchemaChange::add_column("c".to_string(), string())],
-    )
-    .await;
+    raw_alter(&warehouse, vec![add_string_column("c")]).await;
     let report = catalog.tier(&id, WhenOff::Tier).await.expect("tier");
     assert_eq!(report.rows, 1);
     assert_eq!(sorted_rows(&ctx, "SELECT * FROM t").await, vec!["1|x"]);
