@@ -1,7 +1,8 @@
-//! A Paimon catalog whose S3 tables commit safely: every table it returns
-//! is reopened on the file IO of [`super::commit`]. Wrapped once, in
-//! [`crate::LakeStreamCatalog::new`], so the lake-stream decorator and the
-//! stores it serves see the same tables.
+//! A Paimon catalog whose tables commit safely: every table it returns is
+//! reopened on a file IO whose commits never replace a snapshot another
+//! commit created ([`super::commit`] on S3, [`super::local`] on local disk).
+//! Wrapped once, in [`crate::LakeStreamCatalog::new`], so the lake-stream
+//! decorator and the stores it serves see the same tables.
 //!
 //! Every trait method is forwarded, the defaulted ones and `as_any`
 //! included: a method left to its default would silently turn off views,
@@ -18,44 +19,70 @@ use paimon::io::FileIO;
 use paimon::spec::{Partition, PartitionStatistics, Schema, SchemaChange};
 use paimon::table::Table;
 
-use super::{commit, is_s3, S3Options};
+use super::{is_local, is_s3};
 
-/// `inner` with safe commits when its warehouse is on S3 (a REST catalog's
-/// warehouse is a name, and its tables commit through the catalog);
-/// otherwise `inner` itself.
+/// Where a catalog's warehouse is, for the file IO its tables get.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Warehouse {
+    S3,
+    Local,
+}
+
+impl Warehouse {
+    fn of(location: &str) -> Option<Self> {
+        if is_s3(location) {
+            Some(Self::S3)
+        } else if is_local(location) {
+            Some(Self::Local)
+        } else {
+            None
+        }
+    }
+}
+
+/// `inner` with safe commits when its warehouse is on S3 or on local disk
+/// (a REST catalog's tables commit through the catalog, and are returned as
+/// they are); otherwise `inner` itself.
 pub(super) fn guard(
     inner: Arc<dyn Catalog>,
     catalog_options: &HashMap<String, String>,
 ) -> Arc<dyn Catalog> {
-    let on_s3 = catalog_options.get("warehouse").is_some_and(|w| is_s3(w));
-    if !on_s3 {
+    let Some(warehouse) = catalog_options.get("warehouse").map(String::as_str) else {
         return inner;
-    }
-    let s3 = S3Options::from_options(catalog_options);
-    match commit::file_io(&s3, None) {
-        Ok(file_io) => Arc::new(SafeCommits {
-            inner,
-            file_io: Ok(file_io),
-        }),
-        // Cannot happen (a provider needs no configuration); were it to,
+    };
+    let file_io = match Warehouse::of(warehouse) {
+        #[cfg(feature = "s3")]
+        Some(Warehouse::S3) => {
+            super::commit::file_io(&super::S3Options::from_options(catalog_options), None)
+        }
+        Some(Warehouse::Local) => super::local::file_io(),
+        _ => return inner,
+    };
+    Arc::new(SafeCommits {
+        inner,
+        warehouse: Warehouse::of(warehouse).unwrap_or(Warehouse::Local),
+        // Cannot fail (neither file IO needs configuration); were it to,
         // the tables would fail to open rather than commit unsafely.
-        Err(e) => Arc::new(SafeCommits {
-            inner,
-            file_io: Err(e.to_string()),
-        }),
-    }
+        file_io: file_io.map_err(|e| e.to_string()),
+    })
 }
 
 struct SafeCommits {
     inner: Arc<dyn Catalog>,
-    /// One file IO for all the catalog's S3 tables: one client per bucket.
+    warehouse: Warehouse,
+    /// One file IO for all the catalog's tables (one client per bucket).
     file_io: Result<FileIO, String>,
 }
 
 impl SafeCommits {
+    /// `table` on the catalog's file IO, when it lives where the warehouse
+    /// does and commits through its files.
     fn guard(&self, table: Table) -> paimon::Result<Table> {
+        if table.rest_env().is_some() || Warehouse::of(table.location()) != Some(self.warehouse) {
+            return Ok(table);
+        }
         match &self.file_io {
-            Ok(file_io) => commit::guard(table, file_io),
+            Ok(file_io) => super::reopen(&table, file_io.clone()),
             Err(message) => Err(paimon::Error::ConfigInvalid {
                 message: message.clone(),
             }),

@@ -40,7 +40,7 @@ use opendal::*;
 use paimon::io::{FileIO, FileIOBuilder, FileIOProvider};
 use paimon::table::Table;
 
-use super::S3Options;
+use super::{create_only, S3Options};
 
 /// A snapshot every commit through a fenced table must create.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -58,20 +58,6 @@ fn snapshot_file(path: &str) -> Option<(&str, i64)> {
     let id = name.strip_prefix("snapshot-")?.parse::<i64>().ok()?;
     let table = dir.strip_suffix("snapshot")?;
     (table.is_empty() || table.ends_with('/')).then_some((table, id))
-}
-
-/// Whether `path` names a file that a commit must create, never replace:
-/// a snapshot or a schema, of any branch.
-fn create_only(path: &str) -> bool {
-    let Some((dir, name)) = path.trim_start_matches('/').rsplit_once('/') else {
-        return false;
-    };
-    let numbered = |prefix: &str| {
-        name.strip_prefix(prefix)
-            .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
-    };
-    (dir.ends_with("snapshot") && numbered("snapshot-"))
-        || (dir.ends_with("schema") && numbered("schema-"))
 }
 
 /// The opendal layer behind [`guard`] and [`fenced`].
@@ -319,17 +305,6 @@ pub(super) fn file_io(s3: &S3Options, fence: Option<Fence>) -> paimon::Result<Fi
         .build()
 }
 
-/// `table` on a file IO whose commits never replace a snapshot or schema
-/// file, when it is on S3 and commits through its files (a REST catalog's
-/// tables commit through the catalog and are returned as they are).
-/// `file_io` is one of [`file_io`]'s, without a fence, kept by the caller.
-pub(super) fn guard(table: Table, file_io: &FileIO) -> paimon::Result<Table> {
-    if !super::is_s3(table.location()) || table.rest_env().is_some() {
-        return Ok(table);
-    }
-    reopen(&table, file_io.clone())
-}
-
 /// `table` on a file IO that lets a commit create snapshot `next` of it and
 /// no other, for a commit planned against snapshot `next - 1` (see the
 /// module docs). Tables off S3 are returned as they are.
@@ -344,22 +319,7 @@ pub(super) fn fenced(table: &Table, s3: &S3Options, next: i64) -> paimon::Result
         dir.push('/');
     }
     let fence = Fence { table: dir, next };
-    reopen(table, file_io(s3, Some(fence))?)
-}
-
-fn reopen(table: &Table, file_io: FileIO) -> paimon::Result<Table> {
-    let opened = Table::new(
-        file_io,
-        table.identifier().clone(),
-        table.location().to_string(),
-        table.schema().clone(),
-        None,
-    );
-    if table.branch() == opened.branch() {
-        Ok(opened)
-    } else {
-        opened.copy_with_resolved_schema(table.schema().clone(), table.branch())
-    }
+    super::reopen(table, file_io(s3, Some(fence))?)
 }
 
 #[cfg(test)]

@@ -16,10 +16,10 @@
 //! On S3 nothing renames atomically, so commits are made safe by
 //! conditional writes (`commit`); see `docs/object-storage.md`.
 
-#[cfg(feature = "s3")]
 mod catalog;
 #[cfg(feature = "s3")]
 mod commit;
+mod local;
 
 use std::collections::HashMap;
 use std::fmt;
@@ -41,6 +41,43 @@ pub(crate) fn is_s3(location: &str) -> bool {
         location.len() > s.len() + 3
             && location[..s.len() + 3].eq_ignore_ascii_case(&format!("{s}://"))
     })
+}
+
+/// Whether `location` is on the local file system: an absolute path, or a
+/// `file:` URL.
+pub(crate) fn is_local(location: &str) -> bool {
+    let lower = location.trim_start().to_ascii_lowercase();
+    lower.starts_with("file:") || (location.starts_with('/') && !location.contains("://"))
+}
+
+/// Whether `path` names a file that a commit must create, never replace:
+/// a snapshot or a schema, of any branch.
+pub(super) fn create_only(path: &str) -> bool {
+    let Some((dir, name)) = path.trim_start_matches('/').rsplit_once('/') else {
+        return false;
+    };
+    let numbered = |prefix: &str| {
+        name.strip_prefix(prefix)
+            .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+    };
+    (dir.ends_with("snapshot") && numbered("snapshot-"))
+        || (dir.ends_with("schema") && numbered("schema-"))
+}
+
+/// `table` reopened on `file_io`, on its branch.
+fn reopen(table: &Table, file_io: paimon::io::FileIO) -> paimon::Result<Table> {
+    let opened = Table::new(
+        file_io,
+        table.identifier().clone(),
+        table.location().to_string(),
+        table.schema().clone(),
+        None,
+    );
+    if table.branch() == opened.branch() {
+        Ok(opened)
+    } else {
+        opened.copy_with_resolved_schema(table.schema().clone(), table.branch())
+    }
 }
 
 /// Whether `key` configures object storage (`s3.*`, `s3a.*`, `fs.*`).
@@ -401,13 +438,7 @@ pub(crate) fn guard_catalog(
     catalog: Arc<dyn Catalog>,
     catalog_options: &HashMap<String, String>,
 ) -> Arc<dyn Catalog> {
-    #[cfg(feature = "s3")]
-    return catalog::guard(catalog, catalog_options);
-    #[cfg(not(feature = "s3"))]
-    {
-        let _ = catalog_options;
-        catalog
-    }
+    catalog::guard(catalog, catalog_options)
 }
 
 /// `table` for a commit that may create snapshot `next` and no other, when

@@ -24,6 +24,7 @@ mod fluss_reads;
 mod history;
 mod independent;
 mod lease_races;
+mod local_commits;
 mod local_store;
 mod maintenance;
 mod maintenance_orphans;

@@ -1,0 +1,235 @@
+//! Safe Paimon commits on local disk.
+//!
+//! paimon 0.4 publishes a snapshot by writing it aside, checking that the
+//! name `snapshot-<id>` is free, and renaming the file onto it. A POSIX
+//! rename replaces its target, so when another commit creates the same
+//! snapshot between the check and the rename (two processes, or a writer
+//! and a compaction, committing to one table), the second rename replaces
+//! the first snapshot: its rows are gone, although its commit was
+//! acknowledged. (`tests/it/local_commits.rs` lost rows this way in most
+//! runs before this file IO.)
+//!
+//! Tables of a warehouse on local disk are therefore opened on a file IO
+//! of our own: paimon's file-system service under a layer whose rename onto
+//! a snapshot or schema name ([`super::create_only`]) never replaces. It
+//! links the file under its new name, which fails when the name is taken,
+//! then removes the old name. The loser's rename fails; paimon's commit
+//! then finds the snapshot present and retries on the next id, as it does
+//! when its check finds the name taken. A plain write of such a file is made
+//! only if the name is free, for the same reason. Everything else is the
+//! file-system service's own behaviour.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use opendal::raw::*;
+use opendal::*;
+use opendal_service_fs::FsConfig;
+use paimon::io::{FileIO, FileIOBuilder};
+
+use super::create_only;
+
+/// The file IO of a local warehouse's tables (see the module docs).
+pub(super) fn file_io() -> paimon::Result<FileIO> {
+    let mut config = FsConfig::default();
+    config.root = Some("/".to_string());
+    let operator = Operator::from_config(config)
+        .map_err(|e| paimon::Error::ConfigInvalid {
+            message: format!("cannot open the local file system: {e}"),
+        })?
+        .layer(NoReplace);
+    FileIOBuilder::new("file")
+        .with_fs_operator(operator)
+        .build()
+}
+
+/// The opendal layer behind [`file_io`].
+#[derive(Debug, Clone, Copy)]
+struct NoReplace;
+
+impl Layer for NoReplace {
+    fn apply_service(&self, inner: Servicer) -> Servicer {
+        Arc::new(NoReplaceService { inner })
+    }
+}
+
+#[derive(Debug)]
+struct NoReplaceService {
+    inner: Servicer,
+}
+
+/// The file that `path`, relative to the service's root `/`, names.
+fn absolute(path: &str) -> PathBuf {
+    PathBuf::from("/").join(path.trim_start_matches('/'))
+}
+
+/// Gives `from` the name `to` unless a file has it: a hard link, then the
+/// old name removed. A link that fails for any other reason moves nothing.
+async fn rename_no_replace(from: &str, to: &str) -> Result<()> {
+    let (from, to) = (absolute(from), absolute(to));
+    match tokio::fs::hard_link(&from, &to).await {
+        Ok(()) => {
+            // The name is published; a leftover old name is harmless.
+            let _ = tokio::fs::remove_file(&from).await;
+            Ok(())
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Err(Error::new(
+            ErrorKind::ConditionNotMatch,
+            format!("'{}' exists: another commit created it first", to.display()),
+        )),
+        Err(e) => Err(Error::new(
+            ErrorKind::Unexpected,
+            format!(
+                "cannot link '{}' as '{}' (a commit never renames over a snapshot): {e}",
+                from.display(),
+                to.display()
+            ),
+        )),
+    }
+}
+
+impl Service for NoReplaceService {
+    type Reader = oio::Reader;
+    type Writer = oio::Writer;
+    type Lister = oio::Lister;
+    type Deleter = oio::Deleter;
+    type Copier = oio::Copier;
+
+    fn info(&self) -> ServiceInfo {
+        self.inner.info()
+    }
+
+    fn capability(&self) -> Capability {
+        self.inner.capability()
+    }
+
+    async fn create_dir(
+        &self,
+        ctx: &OperationContext,
+        path: &str,
+        args: OpCreateDir,
+    ) -> Result<RpCreateDir> {
+        self.inner.create_dir(ctx, path, args).await
+    }
+
+    async fn stat(&self, ctx: &OperationContext, path: &str, args: OpStat) -> Result<RpStat> {
+        self.inner.stat(ctx, path, args).await
+    }
+
+    fn read(&self, ctx: &OperationContext, path: &str, args: OpRead) -> Result<Self::Reader> {
+        self.inner.read(ctx, path, args)
+    }
+
+    fn write(&self, ctx: &OperationContext, path: &str, args: OpWrite) -> Result<Self::Writer> {
+        let args = if create_only(path) {
+            args.with_if_not_exists(true)
+        } else {
+            args
+        };
+        self.inner.write(ctx, path, args)
+    }
+
+    fn delete(&self, ctx: &OperationContext) -> Result<Self::Deleter> {
+        self.inner.delete(ctx)
+    }
+
+    fn list(&self, ctx: &OperationContext, path: &str, args: OpList) -> Result<Self::Lister> {
+        self.inner.list(ctx, path, args)
+    }
+
+    fn copy(
+        &self,
+        ctx: &OperationContext,
+        from: &str,
+        to: &str,
+        args: OpCopy,
+        opts: OpCopier,
+    ) -> Result<Self::Copier> {
+        self.inner.copy(ctx, from, to, args, opts)
+    }
+
+    async fn rename(
+        &self,
+        ctx: &OperationContext,
+        from: &str,
+        to: &str,
+        args: OpRename,
+    ) -> Result<RpRename> {
+        if create_only(to) {
+            rename_no_replace(from, to).await?;
+            return Ok(RpRename::default());
+        }
+        self.inner.rename(ctx, from, to, args).await
+    }
+
+    async fn presign(
+        &self,
+        ctx: &OperationContext,
+        path: &str,
+        args: OpPresign,
+    ) -> Result<RpPresign> {
+        self.inner.presign(ctx, path, args).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn path(dir: &std::path::Path, name: &str) -> String {
+        dir.join(name).display().to_string()
+    }
+
+    #[tokio::test]
+    async fn a_rename_onto_a_snapshot_never_replaces_it() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let snapshots = dir.path().join("t").join("snapshot");
+        std::fs::create_dir_all(&snapshots).expect("dir");
+        let io = file_io().expect("file io");
+        let target = path(&snapshots, "snapshot-3");
+        for (temp, body) in [("first.tmp", "first"), ("second.tmp", "second")] {
+            io.new_output(&path(&snapshots, temp))
+                .expect("output")
+                .write(bytes::Bytes::from(body))
+                .await
+                .expect("write");
+        }
+        io.rename(&path(&snapshots, "first.tmp"), &target)
+            .await
+            .expect("the first rename publishes");
+        assert!(!snapshots.join("first.tmp").exists());
+        let second = io.rename(&path(&snapshots, "second.tmp"), &target).await;
+        assert!(second.is_err(), "the second rename must fail");
+        assert_eq!(
+            std::fs::read_to_string(snapshots.join("snapshot-3")).expect("read"),
+            "first"
+        );
+        // Nothing was moved: the loser's file is where it was.
+        assert!(snapshots.join("second.tmp").exists());
+        // A plain write of a taken snapshot name fails too.
+        let write = io
+            .new_output(&target)
+            .expect("output")
+            .write(bytes::Bytes::from("third"))
+            .await;
+        assert!(write.is_err(), "a write over a snapshot must fail");
+        assert_eq!(
+            std::fs::read_to_string(snapshots.join("snapshot-3")).expect("read"),
+            "first"
+        );
+        // Other files rename as before, replacing.
+        io.new_output(&path(&snapshots, "LATEST.tmp"))
+            .expect("output")
+            .write(bytes::Bytes::from("3"))
+            .await
+            .expect("write");
+        std::fs::write(snapshots.join("LATEST"), "2").expect("write");
+        io.rename(&path(&snapshots, "LATEST.tmp"), &path(&snapshots, "LATEST"))
+            .await
+            .expect("rename");
+        assert_eq!(
+            std::fs::read_to_string(snapshots.join("LATEST")).expect("read"),
+            "3"
+        );
+    }
+}
