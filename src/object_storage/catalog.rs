@@ -47,9 +47,19 @@ pub(super) fn guard(
     inner: Arc<dyn Catalog>,
     catalog_options: &HashMap<String, String>,
 ) -> Arc<dyn Catalog> {
-    let Some(warehouse) = catalog_options.get("warehouse").map(String::as_str) else {
-        return inner;
+    // A catalog built by the caller may come with lake-stream options only:
+    // a file-system catalog names its warehouse itself.
+    let warehouse = match catalog_options.get("warehouse") {
+        Some(warehouse) => warehouse.clone(),
+        None => match inner
+            .as_any()
+            .and_then(|any| any.downcast_ref::<paimon::FileSystemCatalog>())
+        {
+            Some(catalog) => catalog.warehouse().to_string(),
+            None => return inner,
+        },
     };
+    let warehouse = warehouse.as_str();
     let file_io = match Warehouse::of(warehouse) {
         #[cfg(feature = "s3")]
         Some(Warehouse::S3) => {

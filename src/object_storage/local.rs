@@ -18,6 +18,11 @@
 //! when its check finds the name taken. A plain write of such a file is made
 //! only if the name is free, for the same reason. Everything else is the
 //! file-system service's own behaviour.
+//!
+//! Not covered: schema files that the catalog itself writes (`CREATE TABLE`,
+//! `ALTER TABLE` go through its own file IO, as on S3), writers outside this
+//! crate (Java Paimon, other builds), and file systems without hard links
+//! (see [`rename_no_replace`]).
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -64,9 +69,20 @@ fn absolute(path: &str) -> PathBuf {
 }
 
 /// Gives `from` the name `to` unless a file has it: a hard link, then the
-/// old name removed. A link that fails for any other reason moves nothing.
-async fn rename_no_replace(from: &str, to: &str) -> Result<()> {
-    let (from, to) = (absolute(from), absolute(to));
+/// old name removed.
+///
+/// On a file system that cannot link (FAT, some network and FUSE mounts)
+/// the link fails with another error. Failing the rename would make paimon
+/// write the snapshot in place under its name, which a crash can leave
+/// half written for every later reader; renaming once the name is found
+/// free keeps paimon's own behaviour there instead, its race included.
+async fn rename_no_replace(
+    inner: &Servicer,
+    ctx: &OperationContext,
+    (from_key, to_key): (&str, &str),
+    args: OpRename,
+) -> Result<()> {
+    let (from, to) = (absolute(from_key), absolute(to_key));
     match tokio::fs::hard_link(&from, &to).await {
         Ok(()) => {
             // The name is published; a leftover old name is harmless.
@@ -77,14 +93,23 @@ async fn rename_no_replace(from: &str, to: &str) -> Result<()> {
             ErrorKind::ConditionNotMatch,
             format!("'{}' exists: another commit created it first", to.display()),
         )),
-        Err(e) => Err(Error::new(
-            ErrorKind::Unexpected,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(Error::new(
+            ErrorKind::NotFound,
             format!(
-                "cannot link '{}' as '{}' (a commit never renames over a snapshot): {e}",
+                "cannot link '{}' as '{}': {e}",
                 from.display(),
                 to.display()
             ),
         )),
+        Err(_) => {
+            if tokio::fs::symlink_metadata(&to).await.is_ok() {
+                return Err(Error::new(
+                    ErrorKind::ConditionNotMatch,
+                    format!("'{}' exists: another commit created it first", to.display()),
+                ));
+            }
+            inner.rename(ctx, from_key, to_key, args).await.map(|_| ())
+        }
     }
 }
 
@@ -156,7 +181,7 @@ impl Service for NoReplaceService {
         args: OpRename,
     ) -> Result<RpRename> {
         if create_only(to) {
-            rename_no_replace(from, to).await?;
+            rename_no_replace(&self.inner, ctx, (from, to), args).await?;
             return Ok(RpRename::default());
         }
         self.inner.rename(ctx, from, to, args).await

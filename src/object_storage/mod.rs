@@ -43,11 +43,11 @@ pub(crate) fn is_s3(location: &str) -> bool {
     })
 }
 
-/// Whether `location` is on the local file system: an absolute path, or a
-/// `file:` URL.
+/// Whether `location` is on the local file system as paimon's file IO over
+/// a file-system operator resolves it: an absolute path, or a `file:/` URL
+/// (paimon spells the scheme in lower case only).
 pub(crate) fn is_local(location: &str) -> bool {
-    let lower = location.trim_start().to_ascii_lowercase();
-    lower.starts_with("file:") || (location.starts_with('/') && !location.contains("://"))
+    location.starts_with("file:/") || (location.starts_with('/') && !location.contains("://"))
 }
 
 /// Whether `path` names a file that a commit must create, never replace:

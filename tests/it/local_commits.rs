@@ -7,7 +7,7 @@
 //! file IO whose renames onto a snapshot or schema name never replace
 //! (`src/object_storage/local.rs`); the loser retries on the next id.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
 use paimon_lakestream::LakeStreamContext;
@@ -25,14 +25,53 @@ const STATEMENTS: i64 = 40;
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn concurrent_commits_all_land() {
     let dir = TempDir::new().expect("temp dir");
-    let ctx = context(&dir).await;
+    let mut contexts = Vec::new();
+    for _ in 0..=WRITERS {
+        contexts.push(context(&dir).await);
+    }
+    concurrent_inserts(contexts).await;
+}
+
+/// The same, through catalogs the app built and registered with
+/// lake-stream options only (no `warehouse` among them): the catalog names
+/// its warehouse itself.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_commits_all_land_through_a_catalog_built_by_the_app() {
+    let dir = TempDir::new().expect("temp dir");
+    let warehouse = dir.path().join("warehouse");
+    std::fs::create_dir_all(&warehouse).expect("warehouse");
+    let mut contexts = Vec::new();
+    for _ in 0..=WRITERS {
+        let catalog = paimon::CatalogFactory::create(paimon::Options::from_map(HashMap::from([(
+            "warehouse".to_string(),
+            warehouse.display().to_string(),
+        )])))
+        .await
+        .expect("paimon catalog");
+        let mut ctx = LakeStreamContext::new();
+        ctx.register_paimon_catalog(
+            "paimon",
+            catalog,
+            HashMap::from([("lakestream.store".to_string(), "local".to_string())]),
+        )
+        .await
+        .expect("register the catalog");
+        contexts.push(ctx);
+    }
+    concurrent_inserts(contexts).await;
+}
+
+/// The first context creates the table and checks; each of the others
+/// writes [`STATEMENTS`] rows, all at once.
+async fn concurrent_inserts(mut contexts: Vec<LakeStreamContext>) {
+    let ctx = contexts.remove(0);
     ctx.sql("CREATE TABLE w (id BIGINT, v STRING)")
         .await
         .expect("create");
     let mut writers = Vec::new();
-    for w in 0..WRITERS {
-        let ctx = Arc::new(context(&dir).await);
-        writers.push(tokio::spawn(write(ctx, w)));
+    for (w, writer) in contexts.into_iter().enumerate() {
+        let w = i64::try_from(w).expect("writer");
+        writers.push(tokio::spawn(write(Arc::new(writer), w)));
     }
     for writer in writers {
         writer.await.expect("join");
