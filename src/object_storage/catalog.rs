@@ -70,6 +70,7 @@ pub(super) fn guard(
     };
     Arc::new(SafeCommits {
         inner,
+        location: warehouse.to_string(),
         warehouse: Warehouse::of(warehouse).unwrap_or(Warehouse::Local),
         // Cannot fail (neither file IO needs configuration); were it to,
         // the tables would fail to open rather than commit unsafely.
@@ -79,12 +80,23 @@ pub(super) fn guard(
 
 struct SafeCommits {
     inner: Arc<dyn Catalog>,
+    /// The warehouse's location, as the catalog has it.
+    location: String,
     warehouse: Warehouse,
     /// One file IO for all the catalog's tables (one client per bucket).
     file_io: Result<FileIO, String>,
 }
 
 impl SafeCommits {
+    /// On local disk, database `database`'s schema lock, held until dropped
+    /// ([`super::local::schema_lock`]); on S3, nothing.
+    async fn schema_lock(&self, database: &str) -> paimon::Result<Option<std::fs::File>> {
+        match self.warehouse {
+            Warehouse::Local => super::local::schema_lock(&self.location, database).await,
+            Warehouse::S3 => Ok(None),
+        }
+    }
+
     /// `table` on the catalog's file IO, when it lives where the warehouse
     /// does and commits through its files.
     fn guard(&self, table: Table) -> paimon::Result<Table> {
@@ -157,6 +169,7 @@ impl Catalog for SafeCommits {
         creation: Schema,
         ignore_if_exists: bool,
     ) -> paimon::Result<()> {
+        let _lock = self.schema_lock(identifier.database()).await?;
         self.inner
             .create_table(identifier, creation, ignore_if_exists)
             .await
@@ -167,6 +180,7 @@ impl Catalog for SafeCommits {
         identifier: &Identifier,
         ignore_if_not_exists: bool,
     ) -> paimon::Result<()> {
+        let _lock = self.schema_lock(identifier.database()).await?;
         self.inner
             .drop_table(identifier, ignore_if_not_exists)
             .await
@@ -178,6 +192,7 @@ impl Catalog for SafeCommits {
         to: &Identifier,
         ignore_if_not_exists: bool,
     ) -> paimon::Result<()> {
+        let _lock = self.schema_lock(from.database()).await?;
         self.inner
             .rename_table(from, to, ignore_if_not_exists)
             .await
@@ -189,6 +204,7 @@ impl Catalog for SafeCommits {
         changes: Vec<SchemaChange>,
         ignore_if_not_exists: bool,
     ) -> paimon::Result<()> {
+        let _lock = self.schema_lock(identifier.database()).await?;
         self.inner
             .alter_table(identifier, changes, ignore_if_not_exists)
             .await

@@ -24,7 +24,7 @@
 //! crate (Java Paimon, other builds), and file systems without hard links
 //! (see [`rename_no_replace`]).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use opendal::raw::*;
@@ -46,6 +46,65 @@ pub(super) fn file_io() -> paimon::Result<FileIO> {
     FileIOBuilder::new("file")
         .with_fs_operator(operator)
         .build()
+}
+
+/// The lock file, in a database's directory, that the schema writes of its
+/// tables take (see [`schema_lock`]). A file, so paimon and pypaimon, which
+/// list a database's tables as its directories, never take it for a table.
+const SCHEMA_LOCK: &str = ".lakestream-schema.lock";
+
+/// The directory a local location names (`/w`, `file:/w`, `file:///w`).
+fn local_path(location: &str) -> PathBuf {
+    PathBuf::from(location.strip_prefix("file:").unwrap_or(location))
+}
+
+/// Holds database `database`'s schema lock in the local warehouse at
+/// `warehouse` until dropped, taken exclusively: every process's `CREATE`,
+/// `ALTER`, `DROP` and `RENAME` of a table of the database, through this
+/// crate's catalog, one at a time.
+///
+/// paimon's file-system catalog writes a table's next schema file in place
+/// after reading the newest one (`ALTER TABLE`), or after checking that the
+/// first is absent (`CREATE TABLE`), through its own file IO, which
+/// [`file_io`] does not reach: two processes at once write the same file,
+/// and the later one silently undoes the other's change (a column, an
+/// option, the lake-stream mode). `None` when the database has no directory
+/// (paimon then says it does not exist).
+pub(super) async fn schema_lock(
+    warehouse: &str,
+    database: &str,
+) -> paimon::Result<Option<std::fs::File>> {
+    let dir = local_path(warehouse).join(format!("{database}.db"));
+    let locked = tokio::task::spawn_blocking(move || lock_in(&dir)).await;
+    let failed = |message: String| paimon::Error::UnexpectedError {
+        message,
+        source: None,
+    };
+    match locked {
+        Ok(Ok(lock)) => Ok(lock),
+        Ok(Err(e)) => Err(failed(format!(
+            "cannot take the schema lock of database '{database}' ({SCHEMA_LOCK}): {e}; \
+             nothing was changed"
+        ))),
+        Err(e) => Err(failed(format!(
+            "cannot take the schema lock of database '{database}': {e}; nothing was changed"
+        ))),
+    }
+}
+
+fn lock_in(dir: &Path) -> std::io::Result<Option<std::fs::File>> {
+    let file = match std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(dir.join(SCHEMA_LOCK))
+    {
+        Ok(file) => file,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    file.lock()?;
+    Ok(Some(file))
 }
 
 /// The opendal layer behind [`file_io`].
@@ -201,7 +260,7 @@ impl Service for NoReplaceService {
 mod tests {
     use super::*;
 
-    fn path(dir: &std::path::Path, name: &str) -> String {
+    fn path(dir: &Path, name: &str) -> String {
         dir.join(name).display().to_string()
     }
 

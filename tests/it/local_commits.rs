@@ -103,3 +103,42 @@ async fn write(ctx: Arc<LakeStreamContext>, writer: i64) {
             .unwrap_or_else(|e| panic!("insert {id}: {e}"));
     }
 }
+
+/// `ALTER TABLE`s from contexts of their own (as processes) at once: each
+/// one that returned is in the table's schema afterwards. paimon's catalog
+/// reads the newest schema file and writes the next one in place, so
+/// without the catalog's schema lock two at once write the same file and
+/// the later one silently undoes the other.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_alters_all_land() {
+    let dir = TempDir::new().expect("temp dir");
+    let ctx = context(&dir).await;
+    ctx.sql("CREATE TABLE a (id BIGINT)").await.expect("create");
+    let mut alters = Vec::new();
+    for w in 0..WRITERS {
+        let ctx = context(&dir).await;
+        alters.push(tokio::spawn(async move {
+            for s in 0..10 {
+                let sql = format!("ALTER TABLE a SET TBLPROPERTIES ('k{w}_{s}' = 'v')");
+                ctx.sql(&sql)
+                    .await
+                    .map(|_| ())
+                    .unwrap_or_else(|e| panic!("{sql}: {e}"));
+            }
+        }));
+    }
+    for alter in alters {
+        alter.await.expect("join");
+    }
+    let table = crate::support::paimon_table(&ctx, "a").await;
+    let options = table.schema().options();
+    let lost: Vec<String> = (0..WRITERS)
+        .flat_map(|w| (0..10).map(move |s| format!("k{w}_{s}")))
+        .filter(|key| !options.contains_key(key))
+        .collect();
+    assert!(
+        lost.is_empty(),
+        "ALTERs that returned, then undone: {lost:?}"
+    );
+    assert_eq!(table.schema().id(), WRITERS * 10, "one schema per ALTER");
+}
