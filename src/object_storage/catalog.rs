@@ -88,12 +88,18 @@ struct SafeCommits {
 }
 
 impl SafeCommits {
-    /// On local disk, database `database`'s schema lock, held until dropped
-    /// ([`super::local::schema_lock`]); on S3, nothing.
-    async fn schema_lock(&self, database: &str) -> paimon::Result<Option<std::fs::File>> {
+    /// Runs `work` holding database `database`'s schema lock on local disk
+    /// ([`super::local::with_schema_lock`]); on S3, as it is.
+    async fn with_schema_lock<T>(
+        &self,
+        database: &str,
+        work: impl std::future::Future<Output = paimon::Result<T>>,
+    ) -> paimon::Result<T> {
         match self.warehouse {
-            Warehouse::Local => super::local::schema_lock(&self.location, database).await,
-            Warehouse::S3 => Ok(None),
+            Warehouse::Local => {
+                super::local::with_schema_lock(&self.location, database, work).await
+            }
+            Warehouse::S3 => work.await,
         }
     }
 
@@ -143,9 +149,12 @@ impl Catalog for SafeCommits {
         ignore_if_not_exists: bool,
         cascade: bool,
     ) -> paimon::Result<()> {
-        self.inner
-            .drop_database(name, ignore_if_not_exists, cascade)
-            .await
+        self.with_schema_lock(
+            name,
+            self.inner
+                .drop_database(name, ignore_if_not_exists, cascade),
+        )
+        .await
     }
 
     async fn get_table(&self, identifier: &Identifier) -> paimon::Result<Table> {
@@ -169,10 +178,12 @@ impl Catalog for SafeCommits {
         creation: Schema,
         ignore_if_exists: bool,
     ) -> paimon::Result<()> {
-        let _lock = self.schema_lock(identifier.database()).await?;
-        self.inner
-            .create_table(identifier, creation, ignore_if_exists)
-            .await
+        self.with_schema_lock(
+            identifier.database(),
+            self.inner
+                .create_table(identifier, creation, ignore_if_exists),
+        )
+        .await
     }
 
     async fn drop_table(
@@ -180,10 +191,11 @@ impl Catalog for SafeCommits {
         identifier: &Identifier,
         ignore_if_not_exists: bool,
     ) -> paimon::Result<()> {
-        let _lock = self.schema_lock(identifier.database()).await?;
-        self.inner
-            .drop_table(identifier, ignore_if_not_exists)
-            .await
+        self.with_schema_lock(
+            identifier.database(),
+            self.inner.drop_table(identifier, ignore_if_not_exists),
+        )
+        .await
     }
 
     async fn rename_table(
@@ -192,10 +204,11 @@ impl Catalog for SafeCommits {
         to: &Identifier,
         ignore_if_not_exists: bool,
     ) -> paimon::Result<()> {
-        let _lock = self.schema_lock(from.database()).await?;
-        self.inner
-            .rename_table(from, to, ignore_if_not_exists)
-            .await
+        self.with_schema_lock(
+            from.database(),
+            self.inner.rename_table(from, to, ignore_if_not_exists),
+        )
+        .await
     }
 
     async fn alter_table(
@@ -204,10 +217,12 @@ impl Catalog for SafeCommits {
         changes: Vec<SchemaChange>,
         ignore_if_not_exists: bool,
     ) -> paimon::Result<()> {
-        let _lock = self.schema_lock(identifier.database()).await?;
-        self.inner
-            .alter_table(identifier, changes, ignore_if_not_exists)
-            .await
+        self.with_schema_lock(
+            identifier.database(),
+            self.inner
+                .alter_table(identifier, changes, ignore_if_not_exists),
+        )
+        .await
     }
     async fn create_tag(
         &self,

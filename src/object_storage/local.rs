@@ -49,7 +49,7 @@ pub(super) fn file_io() -> paimon::Result<FileIO> {
 }
 
 /// The lock file, in a database's directory, that the schema writes of its
-/// tables take (see [`schema_lock`]). A file, so paimon and pypaimon, which
+/// tables take (see [`with_schema_lock`]). A file, so paimon and pypaimon, which
 /// list a database's tables as its directories, never take it for a table.
 const SCHEMA_LOCK: &str = ".lakestream-schema.lock";
 
@@ -58,49 +58,100 @@ fn local_path(location: &str) -> PathBuf {
     PathBuf::from(location.strip_prefix("file:").unwrap_or(location))
 }
 
-/// Holds database `database`'s schema lock in the local warehouse at
-/// `warehouse` until dropped, taken exclusively: every process's `CREATE`,
-/// `ALTER`, `DROP` and `RENAME` of a table of the database, through this
-/// crate's catalog, one at a time.
+tokio::task_local! {
+    /// The schema lock files this task holds: a catalog wrapped twice (an
+    /// app may register a lake-stream catalog's inner catalog again) takes
+    /// the lock once, rather than wait for itself.
+    static HELD: Vec<PathBuf>;
+}
+
+/// Runs `work` holding database `database`'s schema lock in the local
+/// warehouse at `warehouse`, exclusively: every process's `CREATE`,
+/// `ALTER`, `DROP` and `RENAME` of a table of the database, and `DROP
+/// DATABASE`, through this crate's catalog, one at a time.
 ///
 /// paimon's file-system catalog writes a table's next schema file in place
 /// after reading the newest one (`ALTER TABLE`), or after checking that the
 /// first is absent (`CREATE TABLE`), through its own file IO, which
 /// [`file_io`] does not reach: two processes at once write the same file,
 /// and the later one silently undoes the other's change (a column, an
-/// option, the lake-stream mode). `None` when the database has no directory
-/// (paimon then says it does not exist).
-pub(super) async fn schema_lock(
+/// option, the lake-stream mode).
+///
+/// Within a process, statements wait their turn on a mutex before the file
+/// lock, so waiting ties up no thread. A database without a directory takes
+/// no lock (paimon then says it does not exist).
+pub(super) async fn with_schema_lock<T>(
     warehouse: &str,
     database: &str,
-) -> paimon::Result<Option<std::fs::File>> {
-    let dir = local_path(warehouse).join(format!("{database}.db"));
-    let locked = tokio::task::spawn_blocking(move || lock_in(&dir)).await;
-    let failed = |message: String| paimon::Error::UnexpectedError {
-        message,
+    work: impl std::future::Future<Output = paimon::Result<T>>,
+) -> paimon::Result<T> {
+    let path = local_path(warehouse)
+        .join(format!("{database}.db"))
+        .join(SCHEMA_LOCK);
+    let mut held = HELD.try_with(Clone::clone).unwrap_or_default();
+    if held.contains(&path) {
+        return work.await;
+    }
+    let turn = turn_of(&path);
+    let _turn = turn.lock().await;
+    let failed = |reason: String| paimon::Error::UnexpectedError {
+        message: format!(
+            "cannot take the schema lock of database '{database}' ({}): {reason}; nothing \
+             was changed",
+            path.display()
+        ),
         source: None,
     };
-    match locked {
-        Ok(Ok(lock)) => Ok(lock),
-        Ok(Err(e)) => Err(failed(format!(
-            "cannot take the schema lock of database '{database}' ({SCHEMA_LOCK}): {e}; \
-             nothing was changed"
-        ))),
-        Err(e) => Err(failed(format!(
-            "cannot take the schema lock of database '{database}': {e}; nothing was changed"
-        ))),
-    }
+    let file = {
+        let path = path.clone();
+        tokio::task::spawn_blocking(move || lock(&path))
+            .await
+            .map_err(|e| failed(e.to_string()))?
+            .map_err(|e| failed(e.to_string()))?
+    };
+    held.push(path);
+    let result = HELD.scope(held, work).await;
+    drop(file);
+    result
 }
 
-fn lock_in(dir: &Path) -> std::io::Result<Option<std::fs::File>> {
-    let file = match std::fs::OpenOptions::new()
+/// This process's turn on the lock file `path`.
+fn turn_of(path: &Path) -> Arc<tokio::sync::Mutex<()>> {
+    static TURNS: std::sync::OnceLock<
+        std::sync::Mutex<std::collections::HashMap<PathBuf, Arc<tokio::sync::Mutex<()>>>>,
+    > = std::sync::OnceLock::new();
+    let mut turns = TURNS
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    Arc::clone(turns.entry(path.to_path_buf()).or_default())
+}
+
+/// The lock file `path` opened and locked exclusively; `None` when its
+/// directory does not exist. A warehouse this process may not write gets
+/// the lock through a read-only open of an existing file (a statement that
+/// changes nothing still runs there), or none.
+fn lock(path: &Path) -> std::io::Result<Option<std::fs::File>> {
+    let opened = std::fs::OpenOptions::new()
         .create(true)
         .truncate(false)
         .write(true)
-        .open(dir.join(SCHEMA_LOCK))
-    {
+        .open(path);
+    let file = match opened {
         Ok(file) => file,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e)
+            if matches!(
+                e.kind(),
+                std::io::ErrorKind::PermissionDenied | std::io::ErrorKind::ReadOnlyFilesystem
+            ) =>
+        {
+            match std::fs::File::open(path) {
+                Ok(file) => file,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+                Err(e) => return Err(e),
+            }
+        }
         Err(e) => return Err(e),
     };
     file.lock()?;

@@ -142,3 +142,37 @@ async fn concurrent_alters_all_land() {
     );
     assert_eq!(table.schema().id(), WRITERS * 10, "one schema per ALTER");
 }
+
+/// A catalog registered again under another name, its lake-stream
+/// catalog's inner catalog or the lake-stream catalog itself (so wrapped
+/// twice), takes each schema lock once: its DDL never waits for itself.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_catalog_registered_twice_runs_its_ddl() {
+    use paimon::catalog::Catalog;
+
+    let dir = TempDir::new().expect("temp dir");
+    let mut ctx = context(&dir).await;
+    let lakestream = ctx.catalog("paimon").expect("catalog");
+    let inner: Arc<dyn Catalog> = Arc::clone(lakestream.inner());
+    let outer: Arc<dyn Catalog> = lakestream;
+    let options = HashMap::from([("lakestream.store".to_string(), "local".to_string())]);
+    ctx.register_paimon_catalog("again", inner, options.clone())
+        .await
+        .expect("register the inner catalog");
+    ctx.register_paimon_catalog("twice", outer, options)
+        .await
+        .expect("register the catalog");
+    for sql in [
+        "CREATE TABLE again.default.r (id BIGINT)",
+        "ALTER TABLE again.default.r SET TBLPROPERTIES ('a' = 'b')",
+        "CREATE TABLE twice.default.s (id BIGINT)",
+        "ALTER TABLE twice.default.s SET TBLPROPERTIES ('a' = 'b')",
+        "DROP TABLE twice.default.s",
+        "DROP TABLE again.default.r",
+    ] {
+        tokio::time::timeout(std::time::Duration::from_secs(30), ctx.sql(sql))
+            .await
+            .unwrap_or_else(|_| panic!("{sql}: still waiting after 30 s"))
+            .unwrap_or_else(|e| panic!("{sql}: {e}"));
+    }
+}
