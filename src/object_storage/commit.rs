@@ -40,6 +40,7 @@ use opendal::*;
 use paimon::io::{FileIO, FileIOBuilder, FileIOProvider};
 use paimon::table::Table;
 
+use super::guard::{Guard, Rules};
 use super::{create_only, S3Options};
 
 /// A snapshot every commit through a fenced table must create.
@@ -60,26 +61,9 @@ fn snapshot_file(path: &str) -> Option<(&str, i64)> {
     (table.is_empty() || table.ends_with('/')).then_some((table, id))
 }
 
-/// The opendal layer behind [`guard`] and [`fenced`].
-#[derive(Debug, Clone)]
-struct CreateOnce {
-    fence: Option<Fence>,
-    probe: Arc<Probe>,
-}
-
-impl Layer for CreateOnce {
-    fn apply_service(&self, inner: Servicer) -> Servicer {
-        Arc::new(CreateOnceService {
-            inner,
-            fence: self.fence.clone(),
-            probe: Arc::clone(&self.probe),
-        })
-    }
-}
-
+/// The [`Rules`] of S3 tables' file IO ([`file_io`], [`fenced`]).
 #[derive(Debug)]
-struct CreateOnceService {
-    inner: Servicer,
+struct CreateOnce {
     fence: Option<Fence>,
     probe: Arc<Probe>,
 }
@@ -139,39 +123,8 @@ impl Probe {
     }
 }
 
-impl Service for CreateOnceService {
-    type Reader = oio::Reader;
-    type Writer = oio::Writer;
-    type Lister = oio::Lister;
-    type Deleter = oio::Deleter;
-    type Copier = oio::Copier;
-
-    fn info(&self) -> ServiceInfo {
-        self.inner.info()
-    }
-
-    fn capability(&self) -> Capability {
-        self.inner.capability()
-    }
-
-    async fn create_dir(
-        &self,
-        ctx: &OperationContext,
-        path: &str,
-        args: OpCreateDir,
-    ) -> Result<RpCreateDir> {
-        self.inner.create_dir(ctx, path, args).await
-    }
-
-    async fn stat(&self, ctx: &OperationContext, path: &str, args: OpStat) -> Result<RpStat> {
-        self.inner.stat(ctx, path, args).await
-    }
-
-    fn read(&self, ctx: &OperationContext, path: &str, args: OpRead) -> Result<Self::Reader> {
-        self.inner.read(ctx, path, args)
-    }
-
-    fn write(&self, ctx: &OperationContext, path: &str, args: OpWrite) -> Result<Self::Writer> {
+impl Rules for CreateOnce {
+    fn check_write(&self, path: &str) -> Result<()> {
         if create_only(path) && self.probe.ignores_condition.load(Ordering::SeqCst) {
             return Err(Error::new(
                 ErrorKind::Unsupported,
@@ -194,56 +147,23 @@ impl Service for CreateOnceService {
                 ));
             }
         }
-        let args = if create_only(path) {
-            args.with_if_not_exists(true)
-        } else {
-            args
-        };
-        self.inner.write(ctx, path, args)
-    }
-
-    fn delete(&self, ctx: &OperationContext) -> Result<Self::Deleter> {
-        self.inner.delete(ctx)
-    }
-
-    fn list(&self, ctx: &OperationContext, path: &str, args: OpList) -> Result<Self::Lister> {
-        self.inner.list(ctx, path, args)
-    }
-
-    fn copy(
-        &self,
-        ctx: &OperationContext,
-        from: &str,
-        to: &str,
-        args: OpCopy,
-        opts: OpCopier,
-    ) -> Result<Self::Copier> {
-        self.inner.copy(ctx, from, to, args, opts)
+        Ok(())
     }
 
     async fn rename(
         &self,
-        ctx: &OperationContext,
-        from: &str,
-        to: &str,
-        args: OpRename,
+        _inner: &Servicer,
+        _ctx: &OperationContext,
+        _from: &str,
+        _to: &str,
+        _args: OpRename,
     ) -> Result<RpRename> {
         // A rename could replace a snapshot: S3 has none, and neither does
         // this file IO, so paimon takes its create path.
-        let _ = (ctx, from, to, args);
         Err(Error::new(
             ErrorKind::Unsupported,
             "rename is not atomic on S3; commits create their files conditionally",
         ))
-    }
-
-    async fn presign(
-        &self,
-        ctx: &OperationContext,
-        path: &str,
-        args: OpPresign,
-    ) -> Result<RpPresign> {
-        self.inner.presign(ctx, path, args).await
     }
 }
 
@@ -279,10 +199,10 @@ impl FileIOProvider for Provider {
                         .s3
                         .operator(&bucket)
                         .map_err(|message| paimon::Error::ConfigInvalid { message })?
-                        .layer(CreateOnce {
+                        .layer(Guard(Arc::new(CreateOnce {
                             fence: self.fence.clone(),
                             probe: Arc::clone(&probe),
-                        });
+                        })));
                     operators.insert(bucket, (operator.clone(), Arc::clone(&probe)));
                     (operator, probe)
                 }
@@ -415,10 +335,10 @@ mod tests {
         let snapshot = "w/db.db/t/snapshot/snapshot-1";
         // A server that honours it: commits create, and never replace.
         let probe = Arc::new(Probe::default());
-        let honest = memory().layer(CreateOnce {
+        let honest = memory().layer(Guard(Arc::new(CreateOnce {
             fence: None,
             probe: Arc::clone(&probe),
-        });
+        })));
         probe.check(&honest, snapshot).await;
         assert!(!probe.ignores_condition.load(Ordering::SeqCst));
         honest
@@ -435,10 +355,12 @@ mod tests {
         assert_eq!(left.len(), 1, "the probe object is gone: {left:?}");
         // A server that ignores it: commits are refused, other writes go on.
         let probe = Arc::new(Probe::default());
-        let dishonest = memory().layer(IgnoresCondition).layer(CreateOnce {
-            fence: None,
-            probe: Arc::clone(&probe),
-        });
+        let dishonest = memory()
+            .layer(IgnoresCondition)
+            .layer(Guard(Arc::new(CreateOnce {
+                fence: None,
+                probe: Arc::clone(&probe),
+            })));
         probe.check(&dishonest, snapshot).await;
         assert!(probe.ignores_condition.load(Ordering::SeqCst));
         let refused = dishonest.write(snapshot, b"one".to_vec()).await;
@@ -457,13 +379,13 @@ mod tests {
     #[tokio::test]
     async fn a_fenced_commit_creates_only_the_next_snapshot() {
         let probe = Arc::new(Probe::default());
-        let fenced = memory().layer(CreateOnce {
+        let fenced = memory().layer(Guard(Arc::new(CreateOnce {
             fence: Some(Fence {
                 table: "w/db.db/t/".to_string(),
                 next: 3,
             }),
             probe,
-        });
+        })));
         let error = fenced
             .write("w/db.db/t/snapshot/snapshot-4", b"x".to_vec())
             .await

@@ -33,6 +33,7 @@ use opendal_service_fs::FsConfig;
 use paimon::io::{FileIO, FileIOBuilder};
 
 use super::create_only;
+use super::guard::{Guard, Rules};
 
 /// The file IO of a local warehouse's tables (see the module docs).
 pub(super) fn file_io() -> paimon::Result<FileIO> {
@@ -42,7 +43,7 @@ pub(super) fn file_io() -> paimon::Result<FileIO> {
         .map_err(|e| paimon::Error::ConfigInvalid {
             message: format!("cannot open the local file system: {e}"),
         })?
-        .layer(NoReplace);
+        .layer(Guard(Arc::new(NoReplace)));
     FileIOBuilder::new("file")
         .with_fs_operator(operator)
         .build()
@@ -158,19 +159,30 @@ fn lock(path: &Path) -> std::io::Result<Option<std::fs::File>> {
     Ok(Some(file))
 }
 
-/// The opendal layer behind [`file_io`].
-#[derive(Debug, Clone, Copy)]
+/// The rules of [`file_io`]: renames onto a snapshot or schema name never
+/// replace; writes are checked by name only.
+#[derive(Debug)]
 struct NoReplace;
 
-impl Layer for NoReplace {
-    fn apply_service(&self, inner: Servicer) -> Servicer {
-        Arc::new(NoReplaceService { inner })
+impl Rules for NoReplace {
+    fn check_write(&self, _path: &str) -> Result<()> {
+        Ok(())
     }
-}
 
-#[derive(Debug)]
-struct NoReplaceService {
-    inner: Servicer,
+    async fn rename(
+        &self,
+        inner: &Servicer,
+        ctx: &OperationContext,
+        from: &str,
+        to: &str,
+        args: OpRename,
+    ) -> Result<RpRename> {
+        if create_only(to) {
+            rename_no_replace(inner, ctx, (from, to), args).await?;
+            return Ok(RpRename::default());
+        }
+        inner.rename(ctx, from, to, args).await
+    }
 }
 
 /// The file that `path`, relative to the service's root `/`, names.
@@ -220,90 +232,6 @@ async fn rename_no_replace(
             }
             inner.rename(ctx, from_key, to_key, args).await.map(|_| ())
         }
-    }
-}
-
-impl Service for NoReplaceService {
-    type Reader = oio::Reader;
-    type Writer = oio::Writer;
-    type Lister = oio::Lister;
-    type Deleter = oio::Deleter;
-    type Copier = oio::Copier;
-
-    fn info(&self) -> ServiceInfo {
-        self.inner.info()
-    }
-
-    fn capability(&self) -> Capability {
-        self.inner.capability()
-    }
-
-    async fn create_dir(
-        &self,
-        ctx: &OperationContext,
-        path: &str,
-        args: OpCreateDir,
-    ) -> Result<RpCreateDir> {
-        self.inner.create_dir(ctx, path, args).await
-    }
-
-    async fn stat(&self, ctx: &OperationContext, path: &str, args: OpStat) -> Result<RpStat> {
-        self.inner.stat(ctx, path, args).await
-    }
-
-    fn read(&self, ctx: &OperationContext, path: &str, args: OpRead) -> Result<Self::Reader> {
-        self.inner.read(ctx, path, args)
-    }
-
-    fn write(&self, ctx: &OperationContext, path: &str, args: OpWrite) -> Result<Self::Writer> {
-        let args = if create_only(path) {
-            args.with_if_not_exists(true)
-        } else {
-            args
-        };
-        self.inner.write(ctx, path, args)
-    }
-
-    fn delete(&self, ctx: &OperationContext) -> Result<Self::Deleter> {
-        self.inner.delete(ctx)
-    }
-
-    fn list(&self, ctx: &OperationContext, path: &str, args: OpList) -> Result<Self::Lister> {
-        self.inner.list(ctx, path, args)
-    }
-
-    fn copy(
-        &self,
-        ctx: &OperationContext,
-        from: &str,
-        to: &str,
-        args: OpCopy,
-        opts: OpCopier,
-    ) -> Result<Self::Copier> {
-        self.inner.copy(ctx, from, to, args, opts)
-    }
-
-    async fn rename(
-        &self,
-        ctx: &OperationContext,
-        from: &str,
-        to: &str,
-        args: OpRename,
-    ) -> Result<RpRename> {
-        if create_only(to) {
-            rename_no_replace(&self.inner, ctx, (from, to), args).await?;
-            return Ok(RpRename::default());
-        }
-        self.inner.rename(ctx, from, to, args).await
-    }
-
-    async fn presign(
-        &self,
-        ctx: &OperationContext,
-        path: &str,
-        args: OpPresign,
-    ) -> Result<RpPresign> {
-        self.inner.presign(ctx, path, args).await
     }
 }
 

@@ -19,6 +19,7 @@
 mod catalog;
 #[cfg(feature = "s3")]
 mod commit;
+mod guard;
 mod local;
 
 use std::collections::HashMap;
