@@ -8,7 +8,7 @@
 //! error.
 //!
 //! Tables on S3 are therefore opened with a file IO of our own
-//! ([`guard`]): the same opendal S3 service, under a layer that writes a
+//! ([`file_io`], through the catalog wrapper of [`super::catalog`]): the same opendal S3 service, under a layer that writes a
 //! snapshot file (or a schema file, where a table writes one) only if no
 //! object has its name (`If-None-Match: *`). The second of two commits
 //! fails its write; paimon's commit then retries on the next snapshot id
