@@ -404,6 +404,8 @@ fn main() -> ExitCode {
         Ok(args) => args,
         Err(e) => e.exit(),
     };
+    // The background tierer's failures reach the user on stderr.
+    paimon_lakestream::cli::log::install();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

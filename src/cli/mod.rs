@@ -5,6 +5,7 @@
 
 pub mod command;
 pub mod errors;
+pub mod log;
 pub mod print;
 pub mod runner;
 pub mod script;

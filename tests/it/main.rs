@@ -1,3 +1,4 @@
+mod background_tiering;
 mod backlog;
 mod branches;
 mod catalog_api;

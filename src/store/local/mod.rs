@@ -512,22 +512,49 @@ impl Drop for LocalWrite {
 
 /// Checks one table every `interval` while the store lives and the table is
 /// a lake-stream table, and tiers it when a round is due (see
-/// [`Inner::due`]). Errors are retried at the next tick.
+/// [`Inner::due`]).
+///
+/// A round that fails is logged (`log` target [`TIERING_LOG`], a warning
+/// naming the table, its location and the error), and the next is tried
+/// after a wait that doubles with each failure in a row, up to
+/// `tier-max-delay` (see [`Backoff`]): a failure that lasts (a damaged
+/// segment, a warehouse that refuses writes) neither goes unseen nor
+/// repeats its work every tick. The first round that works after failures
+/// is logged as information.
 async fn background_tiering(store: Weak<Inner>, identifier: Identifier, interval: Duration) {
     let mut ticker = tokio::time::interval(interval);
     ticker.tick().await;
+    let mut backoff = Backoff::default();
     loop {
         ticker.tick().await;
+        if !backoff.due(tokio::time::Instant::now()) {
+            continue;
+        }
         let Some(store) = store.upgrade() else { return };
         let table = match store.catalog.get_table(&identifier).await {
             Ok(table) if options::is_enabled(table.schema().options()) => table,
             // Dropped or turned off: this tierer's work is over.
             Ok(_) | Err(paimon::Error::TableNotExist { .. }) => break,
-            Err(_) => continue,
+            Err(e) => {
+                let (name, cap) = (identifier.full_name(), store.options.tier_max_delay);
+                backoff.failed(&name, &format!("'{name}'"), &e.into(), interval, cap);
+                continue;
+            }
         };
-        // A failure leaves everything in place for the next tick.
-        if let Ok(true) = store.due(&table).await {
-            let _ = store.tier(&table).await;
+        // A failure leaves everything in place for the next round.
+        let round = match store.due(&table).await {
+            Ok(true) => store.tier(&table).await.map(Some),
+            Ok(false) => Ok(None),
+            Err(e) => Err(e),
+        };
+        let what = format!("'{}' ({})", identifier.full_name(), table.location());
+        match round {
+            Ok(Some(report)) => backoff.worked(&what, Some(report.rows)),
+            Ok(None) => backoff.worked(&what, None),
+            Err(e) => {
+                let (name, cap) = (identifier.full_name(), store.options.tier_max_delay);
+                backoff.failed(&name, &what, &e, interval, cap)
+            }
         }
     }
     if let Some(store) = store.upgrade() {
@@ -536,6 +563,79 @@ async fn background_tiering(store: Weak<Inner>, identifier: Identifier, interval
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .remove(&identifier);
+    }
+}
+
+/// The `log` target of the background tierer's reports.
+pub const TIERING_LOG: &str = "paimon_lakestream::tiering";
+
+/// How a table's background tierer spaces its rounds while they fail: after
+/// the `n`th failure in a row it waits `interval * 2^(n-1)`, at most
+/// `tier-max-delay` (and never less than `interval`).
+#[derive(Debug, Default)]
+struct Backoff {
+    /// Failures in a row.
+    failures: u32,
+    /// No round before this.
+    until: Option<tokio::time::Instant>,
+}
+
+impl Backoff {
+    fn due(&self, now: tokio::time::Instant) -> bool {
+        self.until.is_none_or(|until| now >= until)
+    }
+
+    /// The wait after the `failures`th failure in a row.
+    fn wait(failures: u32, interval: Duration, cap: Duration) -> Duration {
+        let doubled = interval.saturating_mul(1u32 << failures.saturating_sub(1).min(20));
+        doubled.min(cap).max(interval)
+    }
+
+    /// Records a failure to tier table `name` (described as `what`), and
+    /// logs it.
+    fn failed(&mut self, name: &str, what: &str, error: &Error, interval: Duration, cap: Duration) {
+        self.failures = self.failures.saturating_add(1);
+        let wait = Self::wait(self.failures, interval, cap);
+        self.until = Some(tokio::time::Instant::now() + wait);
+        log::warn!(
+            target: TIERING_LOG,
+            "background tiering of {what} failed ({} in a row, next try in {}): {error}. Until \
+             a round works, the rows waiting in the store are not in '{name}'; `CALL \
+             sys.lakestream_tier('{name}')` runs a round and returns its error",
+            self.failures,
+            humantime(wait),
+        );
+    }
+
+    /// Records a round that worked (`Some` of the rows it tiered), or a
+    /// check that found nothing due (`None`: rows that could not be tiered
+    /// wait past `tier-max-delay`, so another round tiered them), and logs
+    /// it if rounds failed before.
+    fn worked(&mut self, what: &str, rows: Option<u64>) {
+        if self.failures > 0 {
+            let how = match rows {
+                Some(rows) => format!("it tiered {rows} rows"),
+                None => "nothing is due any more (another round tiered the rows)".to_string(),
+            };
+            log::info!(
+                target: TIERING_LOG,
+                "background tiering of {what} works again after {} failed tries: {how}",
+                self.failures,
+            );
+        }
+        *self = Self::default();
+    }
+}
+
+/// `duration` as `250ms`, `20s` or `3min`.
+fn humantime(duration: Duration) -> String {
+    let ms = duration.as_millis();
+    if ms < 1000 || !ms.is_multiple_of(1000) {
+        format!("{ms}ms")
+    } else if ms.is_multiple_of(60_000) {
+        format!("{}min", ms / 60_000)
+    } else {
+        format!("{}s", ms / 1000)
     }
 }
 
@@ -743,6 +843,29 @@ impl LakestreamStore for LocalStore {
 mod tests {
     use super::*;
     use crate::options::map_of as opts;
+
+    #[test]
+    fn failed_rounds_wait_twice_as_long_each_time_up_to_the_cap() {
+        let ms = Duration::from_millis;
+        let waits: Vec<Duration> = (1..=6)
+            .map(|n| Backoff::wait(n, ms(100), ms(1_000)))
+            .collect();
+        assert_eq!(
+            waits,
+            [ms(100), ms(200), ms(400), ms(800), ms(1_000), ms(1_000)]
+        );
+        // Never shorter than the interval, however small the cap; no
+        // overflow after very many failures.
+        assert_eq!(Backoff::wait(3, ms(100), ms(0)), ms(100));
+        assert_eq!(
+            Backoff::wait(u32::MAX, Duration::from_secs(5), Duration::from_secs(180)),
+            Duration::from_secs(180)
+        );
+        assert_eq!(humantime(ms(250)), "250ms");
+        assert_eq!(humantime(ms(20_000)), "20s");
+        assert_eq!(humantime(ms(180_000)), "3min");
+        assert_eq!(humantime(ms(1_500)), "1500ms");
+    }
 
     #[test]
     fn options_default_under_the_warehouse() {
