@@ -2,8 +2,8 @@
 //! ([`super::commit`] on S3, [`super::local`] on local disk): it forwards
 //! every operation to the storage service, except that a write of a
 //! snapshot or schema file ([`super::create_only`]) is checked by the
-//! warehouse's [`Rules`] and made only if the name is free, and a rename is
-//! the rules' own.
+//! warehouse's [`Rules`] and made only if the name is free, and writes and
+//! renames may be the rules' own.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -17,6 +17,18 @@ use super::create_only;
 pub(super) trait Rules: std::fmt::Debug + Send + Sync + Unpin + 'static {
     /// Refuses a write of `path`, or lets it through.
     fn check_write(&self, path: &str) -> Result<()>;
+
+    /// Opens the write of `path` (checked, and made create-only when its
+    /// name is [`create_only`]) on `inner`; the rules may make it their own.
+    fn write(
+        &self,
+        inner: &Servicer,
+        ctx: &OperationContext,
+        path: &str,
+        args: OpWrite,
+    ) -> Result<oio::Writer> {
+        inner.write(ctx, path, args)
+    }
 
     /// Renames `from` to `to` on `inner` (never over a snapshot).
     fn rename(
@@ -87,7 +99,7 @@ impl<R: Rules> Service for Guarded<R> {
         } else {
             args
         };
-        self.inner.write(ctx, path, args)
+        self.rules.write(&self.inner, ctx, path, args)
     }
 
     fn delete(&self, ctx: &OperationContext) -> Result<Self::Deleter> {

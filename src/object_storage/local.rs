@@ -16,8 +16,10 @@
 //! then removes the old name. The loser's rename fails; paimon's commit
 //! then finds the snapshot present and retries on the next id, as it does
 //! when its check finds the name taken. A plain write of such a file is made
-//! only if the name is free, for the same reason. Everything else is the
-//! file-system service's own behaviour.
+//! only if the name is free, for the same reason. The hint files paimon
+//! rewrites after each commit (`LATEST`, `EARLIEST`) are replaced whole
+//! ([`WholeFile`]). Everything else is the file-system service's own
+//! behaviour.
 //!
 //! Not covered: schema files that the catalog itself writes (`CREATE TABLE`,
 //! `ALTER TABLE` go through its own file IO, as on S3), writers outside this
@@ -169,6 +171,22 @@ impl Rules for NoReplace {
         Ok(())
     }
 
+    fn write(
+        &self,
+        inner: &Servicer,
+        ctx: &OperationContext,
+        path: &str,
+        args: OpWrite,
+    ) -> Result<oio::Writer> {
+        if is_hint(path) && !args.append() && !args.if_not_exists() {
+            return Ok(Box::new(WholeFile {
+                target: absolute(path),
+                bytes: Vec::new(),
+            }));
+        }
+        inner.write(ctx, path, args)
+    }
+
     async fn rename(
         &self,
         inner: &Servicer,
@@ -182,6 +200,66 @@ impl Rules for NoReplace {
             return Ok(RpRename::default());
         }
         inner.rename(ctx, from, to, args).await
+    }
+}
+
+/// Whether `path` names one of the hint files paimon rewrites in place
+/// (`LATEST`, `EARLIEST`: the newest and oldest snapshot, or changelog, id).
+fn is_hint(path: &str) -> bool {
+    let name = path.rsplit('/').next().unwrap_or(path);
+    matches!(name, "LATEST" | "EARLIEST")
+}
+
+/// The write of a file that replaces it whole: its bytes, kept until the
+/// close writes them to a new file beside it and renames that over it.
+///
+/// paimon rewrites its hints after every commit through a plain write,
+/// which truncates the file and then writes at its start. Two commits
+/// rewriting one at once (and a late commit writes an older id) mix their
+/// bytes: "9" written over "10" leaves "90", and every reader then looks
+/// for a snapshot 90 that does not exist (or fails the write's own length
+/// check). A rename makes each hint one writer's whole.
+struct WholeFile {
+    target: PathBuf,
+    bytes: Vec<u8>,
+}
+
+impl oio::Write for WholeFile {
+    async fn write(&mut self, bs: Buffer) -> Result<()> {
+        self.bytes.extend_from_slice(&bs.to_bytes());
+        Ok(())
+    }
+
+    async fn close(&mut self) -> Result<Metadata> {
+        let name = self
+            .target
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let temp = self
+            .target
+            .with_file_name(format!(".{name}.tmp-{}", uuid::Uuid::new_v4()));
+        let failed = |what: &str, e: std::io::Error| {
+            let kind = if e.kind() == std::io::ErrorKind::NotFound {
+                ErrorKind::NotFound
+            } else {
+                ErrorKind::Unexpected
+            };
+            Error::new(kind, format!("cannot {what} '{}'", self.target.display())).set_source(e)
+        };
+        tokio::fs::write(&temp, &self.bytes)
+            .await
+            .map_err(|e| failed("write the new content of", e))?;
+        if let Err(e) = tokio::fs::rename(&temp, &self.target).await {
+            let _ = tokio::fs::remove_file(&temp).await;
+            return Err(failed("replace", e));
+        }
+        Ok(Metadata::new(EntryMode::FILE).with_content_length(self.bytes.len() as u64))
+    }
+
+    async fn abort(&mut self) -> Result<()> {
+        self.bytes.clear();
+        Ok(())
     }
 }
 
@@ -241,6 +319,46 @@ mod tests {
 
     fn path(dir: &Path, name: &str) -> String {
         dir.join(name).display().to_string()
+    }
+
+    /// Paimon rewrites its `LATEST` hint in place after each commit, and
+    /// a late commit writes an older id: "9" written over "10" by two
+    /// writers at once, each truncating then writing at offset 0, leaves
+    /// "90", and readers then look for a snapshot 90 that does not exist.
+    /// A hint is replaced whole, so a reader sees one writer's id.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn a_hint_rewritten_at_once_by_two_writers_is_one_of_theirs() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let snapshots = dir.path().join("t").join("snapshot");
+        std::fs::create_dir_all(&snapshots).expect("dir");
+        let io = file_io().expect("file io");
+        let hint = path(&snapshots, "LATEST");
+        for round in 0..300 {
+            let writers = ["9", "10"].map(|id| {
+                let (io, hint) = (io.clone(), hint.clone());
+                tokio::spawn(async move {
+                    io.new_output(&hint)
+                        .expect("output")
+                        .write(bytes::Bytes::from(id))
+                        .await
+                        .expect("write");
+                })
+            });
+            for writer in writers {
+                writer.await.expect("join");
+            }
+            let read = std::fs::read_to_string(snapshots.join("LATEST")).expect("read");
+            assert!(
+                read == "9" || read == "10",
+                "round {round}: the hint reads '{read}'"
+            );
+        }
+        // Nothing is left beside the hint.
+        let names: Vec<_> = std::fs::read_dir(&snapshots)
+            .expect("list")
+            .map(|e| e.expect("entry").file_name())
+            .collect();
+        assert_eq!(names, ["LATEST"]);
     }
 
     #[tokio::test]

@@ -63,6 +63,13 @@ async fn concurrent_commits_all_land_through_a_catalog_built_by_the_app() {
 
 /// The first context creates the table and checks; each of the others
 /// writes [`STATEMENTS`] rows, all at once.
+///
+/// A statement may fail only as paimon's optimistic commit does when it
+/// lost to other commits `commit.max-retries` times in a row ("Commit
+/// failed for snapshot ... retries": nothing was published, so its row
+/// must not be there); any other error fails the test. Under a loaded
+/// machine a writer can lose that often: each attempt takes longer than
+/// the others' commits come.
 async fn concurrent_inserts(mut contexts: Vec<LakeStreamContext>) {
     let ctx = contexts.remove(0);
     ctx.sql("CREATE TABLE w (id BIGINT, v STRING)")
@@ -73,35 +80,67 @@ async fn concurrent_inserts(mut contexts: Vec<LakeStreamContext>) {
         let w = i64::try_from(w).expect("writer");
         writers.push(tokio::spawn(write(Arc::new(writer), w)));
     }
-    for writer in writers {
-        writer.await.expect("join");
+    // Every writer ends before anything is checked: a panic here while
+    // others still write would delete the warehouse under them, and they
+    // would fail finding their table gone.
+    let mut acknowledged = BTreeSet::new();
+    let mut refused = BTreeSet::new();
+    let mut errors = Vec::new();
+    for writer in futures::future::join_all(writers).await {
+        match writer.expect("join") {
+            Ok((ok, failed)) => {
+                acknowledged.extend(ok);
+                refused.extend(failed);
+            }
+            Err(error) => errors.push(error),
+        }
     }
+    assert!(errors.is_empty(), "writers failed: {errors:#?}");
     let held: BTreeSet<i64> = rows(&ctx, "SELECT id FROM w")
         .await
         .iter()
         .map(|id| id.parse().expect("id"))
         .collect();
-    let lost: Vec<i64> = (0..WRITERS * STATEMENTS)
-        .filter(|id| !held.contains(id))
-        .collect();
+    let lost: Vec<_> = acknowledged.difference(&held).collect();
     assert!(lost.is_empty(), "acknowledged, then lost: ids {lost:?}");
-    assert_eq!(held.len() as i64, WRITERS * STATEMENTS, "ids never written");
+    let landed: Vec<_> = refused.intersection(&held).collect();
+    assert!(landed.is_empty(), "failed, yet there: ids {landed:?}");
+    assert_eq!(acknowledged, held, "ids never written");
+    assert!(
+        refused.len() < acknowledged.len(),
+        "most statements must commit: {} of {} failed",
+        refused.len(),
+        WRITERS * STATEMENTS
+    );
     assert_eq!(
         rows(&ctx, "SELECT count(*) FROM w$snapshots").await,
-        vec![(WRITERS * STATEMENTS).to_string()]
+        vec![held.len().to_string()]
     );
 }
 
-async fn write(ctx: Arc<LakeStreamContext>, writer: i64) {
+/// The ids `writer` wrote: acknowledged, and refused by paimon's commit
+/// retry limit; or the first other error, which ends the writer.
+async fn write(ctx: Arc<LakeStreamContext>, writer: i64) -> Result<(Vec<i64>, Vec<i64>), String> {
+    let (mut acknowledged, mut refused) = (Vec::new(), Vec::new());
     for s in 0..STATEMENTS {
         let id = writer * STATEMENTS + s;
-        ctx.sql(&format!("INSERT INTO w VALUES ({id}, 'w{writer}')"))
+        let planned = ctx
+            .sql(&format!("INSERT INTO w VALUES ({id}, 'w{writer}')"))
             .await
-            .expect("plan")
-            .collect()
-            .await
-            .unwrap_or_else(|e| panic!("insert {id}: {e}"));
+            .map_err(|e| format!("plan {id}: {e}"))?;
+        let result = planned.collect().await;
+        match result {
+            Ok(_) => acknowledged.push(id),
+            Err(e)
+                if e.to_string().contains("Commit failed for snapshot")
+                    && !e.to_string().contains("outcome may be unknown") =>
+            {
+                refused.push(id)
+            }
+            Err(e) => return Err(format!("insert {id}: {e}")),
+        }
     }
+    Ok((acknowledged, refused))
 }
 
 /// `ALTER TABLE`s from contexts of their own (as processes) at once: each
