@@ -75,6 +75,7 @@ pub(super) fn guard(
         // Cannot fail (neither file IO needs configuration); were it to,
         // the tables would fail to open rather than commit unsafely.
         file_io: file_io.map_err(|e| e.to_string()),
+        s3: super::S3Options::from_options(catalog_options),
     })
 }
 
@@ -85,11 +86,14 @@ struct SafeCommits {
     warehouse: Warehouse,
     /// One file IO for all the catalog's tables (one client per bucket).
     file_io: Result<FileIO, String>,
+    /// The catalog's S3 options: its schema lease is reached with them.
+    #[cfg_attr(not(feature = "s3"), allow(dead_code))]
+    s3: super::S3Options,
 }
 
 impl SafeCommits {
-    /// Runs `work` holding database `database`'s schema lock on local disk
-    /// ([`super::local::with_schema_lock`]); on S3, as it is.
+    /// Runs `work` holding database `database`'s schema lock
+    /// ([`super::schema_lock`]): a file lock on local disk, a lease on S3.
     async fn with_schema_lock<T>(
         &self,
         database: &str,
@@ -99,6 +103,12 @@ impl SafeCommits {
             Warehouse::Local => {
                 super::local::with_schema_lock(&self.location, database, work).await
             }
+            #[cfg(feature = "s3")]
+            Warehouse::S3 => {
+                super::schema_lock::with_schema_lease(&self.location, &self.s3, database, work)
+                    .await
+            }
+            #[cfg(not(feature = "s3"))]
             Warehouse::S3 => work.await,
         }
     }

@@ -61,13 +61,6 @@ fn local_path(location: &str) -> PathBuf {
     PathBuf::from(location.strip_prefix("file:").unwrap_or(location))
 }
 
-tokio::task_local! {
-    /// The schema lock files this task holds: a catalog wrapped twice (an
-    /// app may register a lake-stream catalog's inner catalog again) takes
-    /// the lock once, rather than wait for itself.
-    static HELD: Vec<PathBuf>;
-}
-
 /// Runs `work` holding database `database`'s schema lock in the local
 /// warehouse at `warehouse`, exclusively: every process's `CREATE`,
 /// `ALTER`, `DROP` and `RENAME` of a table of the database, and `DROP
@@ -91,43 +84,23 @@ pub(super) async fn with_schema_lock<T>(
     let path = local_path(warehouse)
         .join(format!("{database}.db"))
         .join(SCHEMA_LOCK);
-    let mut held = HELD.try_with(Clone::clone).unwrap_or_default();
-    if held.contains(&path) {
-        return work.await;
-    }
-    let turn = turn_of(&path);
-    let _turn = turn.lock().await;
-    let failed = |reason: String| paimon::Error::UnexpectedError {
-        message: format!(
-            "cannot take the schema lock of database '{database}' ({}): {reason}; nothing \
-             was changed",
-            path.display()
-        ),
-        source: None,
-    };
-    let file = {
+    let key = path.display().to_string();
+    let take = async {
+        let failed = |reason: String| paimon::Error::UnexpectedError {
+            message: format!(
+                "cannot take the schema lock of database '{database}' ({}): {reason}; \
+                 nothing was changed",
+                path.display()
+            ),
+            source: None,
+        };
         let path = path.clone();
         tokio::task::spawn_blocking(move || lock(&path))
             .await
             .map_err(|e| failed(e.to_string()))?
-            .map_err(|e| failed(e.to_string()))?
+            .map_err(|e| failed(e.to_string()))
     };
-    held.push(path);
-    let result = HELD.scope(held, work).await;
-    drop(file);
-    result
-}
-
-/// This process's turn on the lock file `path`.
-fn turn_of(path: &Path) -> Arc<tokio::sync::Mutex<()>> {
-    static TURNS: std::sync::OnceLock<
-        std::sync::Mutex<std::collections::HashMap<PathBuf, Arc<tokio::sync::Mutex<()>>>>,
-    > = std::sync::OnceLock::new();
-    let mut turns = TURNS
-        .get_or_init(Default::default)
-        .lock()
-        .unwrap_or_else(|e| e.into_inner());
-    Arc::clone(turns.entry(path.to_path_buf()).or_default())
+    super::schema_lock::holding(key, take, work).await
 }
 
 /// The lock file `path` opened and locked exclusively; `None` when its

@@ -21,6 +21,7 @@ mod catalog;
 mod commit;
 mod guard;
 mod local;
+mod schema_lock;
 
 use std::collections::HashMap;
 use std::fmt;
@@ -330,6 +331,7 @@ impl S3Options {
     }
 
     /// The endpoint as a URL: `https://` is assumed when none is written.
+    #[cfg_attr(not(feature = "s3"), allow(dead_code))]
     fn endpoint_url(&self) -> Option<String> {
         self.endpoint.as_ref().map(|e| {
             if e.contains("://") {
@@ -341,6 +343,7 @@ impl S3Options {
     }
 
     /// The region: the option, else the AWS environment's, else `us-east-1`.
+    #[cfg_attr(not(feature = "s3"), allow(dead_code))]
     fn region(&self) -> String {
         self.region
             .clone()

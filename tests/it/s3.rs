@@ -278,6 +278,57 @@ async fn racing_commits_on_s3_never_replace_each_other() {
     );
 }
 
+/// paimon's catalog writes a table's next schema file after reading the
+/// newest one, with a plain put: two processes' `ALTER TABLE`s at once
+/// write the same file, and the later silently undoes the other. Through
+/// this crate the DDL of a database takes its schema lease first: every
+/// ALTER that returned is in the schema afterwards.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn racing_alters_on_s3_all_land() {
+    let s3 = TestS3::start();
+    let options = s3.catalog_options("alters", &[]);
+    let setup = context(options.clone()).await;
+    run(&setup, "CREATE TABLE a (id BIGINT)").await;
+    let mut alters = Vec::new();
+    for w in 0..4 {
+        let options = options.clone();
+        alters.push(tokio::spawn(async move {
+            let ctx = context(options).await;
+            let mut errors = Vec::new();
+            for s in 0..6 {
+                let sql = format!("ALTER TABLE a SET TBLPROPERTIES ('k{w}_{s}' = 'v')");
+                if let Err(e) = try_run(&ctx, &sql).await {
+                    errors.push(format!("{sql}: {e}"));
+                }
+            }
+            errors
+        }));
+    }
+    let mut errors = Vec::new();
+    for alter in futures::future::join_all(alters).await {
+        errors.extend(alter.expect("join"));
+    }
+    assert!(errors.is_empty(), "{errors:#?}");
+    let table = crate::support::paimon_table(&setup, "a").await;
+    let options = table.schema().options();
+    let lost: Vec<String> = (0..4)
+        .flat_map(|w| (0..6).map(move |s| format!("k{w}_{s}")))
+        .filter(|key| !options.contains_key(key))
+        .collect();
+    assert!(
+        lost.is_empty(),
+        "ALTERs that returned, then undone: {lost:?}"
+    );
+    assert_eq!(table.schema().id(), 24, "one schema per ALTER");
+    // The lease lives beside the databases, in no `*.db` directory.
+    let leases = keys_under(&s3, "alters/_lakestream/schema-lock/default/lease").await;
+    assert!(!leases.is_empty(), "the schema lease's objects");
+    assert_eq!(
+        sorted_rows(&setup, "SHOW DATABASES").await,
+        ["default".to_string()]
+    );
+}
+
 /// A store root that ignores conditional puts (an S3-compatible server
 /// without `If-None-Match`) is refused when a table attaches, naming what
 /// is missing, and nothing is written to it or left in the catalog.

@@ -566,6 +566,25 @@ async fn background_tiering(store: Weak<Inner>, identifier: Identifier, interval
     }
 }
 
+/// Takes the schema lease of database `database` in the S3 warehouse at
+/// `warehouse` (reached with `s3`), waiting while another process holds
+/// it: the tiering lease's mechanism ([`lease::Lease`]) on the objects
+/// `<warehouse>/_lakestream/schema-lock/<database>/lease/`, for
+/// `crate::object_storage`'s schema lock. Held until dropped; it lasts
+/// the default lease length (30 s) unless renewed, which its holder does.
+/// paimon lists only `*.db` directories as databases, so the objects are
+/// never taken for one.
+#[cfg(feature = "s3")]
+pub(crate) async fn schema_lease(
+    warehouse: &str,
+    s3: &S3Options,
+    database: &str,
+) -> Result<lease::Lease> {
+    let root = Root::open(warehouse, s3, DEFAULT_LEASE_TTL)?;
+    let dir = object_store::path::Path::from_iter(["_lakestream", "schema-lock", database]);
+    lease::Lease::acquire(&root, &dir, DEFAULT_LEASE_TTL).await
+}
+
 /// The `log` target of the background tierer's reports.
 pub const TIERING_LOG: &str = "paimon_lakestream::tiering";
 
