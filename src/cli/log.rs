@@ -4,6 +4,8 @@
 //! as `Warning: ...` or `Info: ...`, beside the shell's own `Error: ...`
 //! lines. Other crates' logs (DataFusion's, Paimon's) are left out.
 
+use std::io::IsTerminal;
+
 use log::{Level, LevelFilter, Log, Metadata, Record};
 
 /// Whether a record is this crate's and at least `info`.
@@ -33,9 +35,17 @@ impl Log for Stderr {
     }
 
     fn log(&self, record: &Record<'_>) {
-        if shown(record.metadata()) {
-            eprintln!("{}", line(record));
+        if !shown(record.metadata()) {
+            return;
         }
+        // On a terminal, the line first clears the one it lands on (the
+        // shell's progress line of a running statement, redrawn after).
+        let line = if std::io::stderr().is_terminal() {
+            format!("\r\x1b[2K{}\n", line(record))
+        } else {
+            format!("{}\n", line(record))
+        };
+        eprint!("{line}");
     }
 
     fn flush(&self) {}

@@ -214,11 +214,18 @@ impl Catalog for SafeCommits {
         to: &Identifier,
         ignore_if_not_exists: bool,
     ) -> paimon::Result<()> {
-        self.with_schema_lock(
-            from.database(),
-            self.inner.rename_table(from, to, ignore_if_not_exists),
-        )
-        .await
+        // Both databases' locks, in one order for every process.
+        let (first, second) = if from.database() <= to.database() {
+            (from.database(), to.database())
+        } else {
+            (to.database(), from.database())
+        };
+        let rename = self.inner.rename_table(from, to, ignore_if_not_exists);
+        if first == second {
+            return self.with_schema_lock(first, rename).await;
+        }
+        self.with_schema_lock(first, self.with_schema_lock(second, rename))
+            .await
     }
 
     async fn alter_table(

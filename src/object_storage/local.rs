@@ -209,9 +209,11 @@ impl oio::Write for WholeFile {
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
+        // `.NAME.<uuid>.tmp`: what orphan-file removal knows as an atomic
+        // write's temporary, should a crash leave it.
         let temp = self
             .target
-            .with_file_name(format!(".{name}.tmp-{}", uuid::Uuid::new_v4()));
+            .with_file_name(format!(".{name}.{}.tmp", uuid::Uuid::new_v4()));
         let failed = |what: &str, e: std::io::Error| {
             let kind = if e.kind() == std::io::ErrorKind::NotFound {
                 ErrorKind::NotFound
@@ -220,9 +222,10 @@ impl oio::Write for WholeFile {
             };
             Error::new(kind, format!("cannot {what} '{}'", self.target.display())).set_source(e)
         };
-        tokio::fs::write(&temp, &self.bytes)
-            .await
-            .map_err(|e| failed("write the new content of", e))?;
+        if let Err(e) = tokio::fs::write(&temp, &self.bytes).await {
+            let _ = tokio::fs::remove_file(&temp).await;
+            return Err(failed("write the new content of", e));
+        }
         if let Err(e) = tokio::fs::rename(&temp, &self.target).await {
             let _ = tokio::fs::remove_file(&temp).await;
             return Err(failed("replace", e));

@@ -5,7 +5,7 @@
 
 use std::path::Path;
 use std::sync::{Mutex, OnceLock};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use log::{Level, LevelFilter, Log, Metadata, Record};
 use paimon_lakestream::store::local::TIERING_LOG;
@@ -14,18 +14,19 @@ use crate::support::{files_where, run, set_aside_says, sorted_ids, CatalogKind, 
 
 /// Every record logged in this test process (tests share the logger: each
 /// picks out its own by its warehouse's path).
-static RECORDS: Mutex<Vec<(Level, String, String)>> = Mutex::new(Vec::new());
+static RECORDS: Mutex<Vec<(Instant, Level, String, String)>> = Mutex::new(Vec::new());
 
 struct Capture;
 
 impl Log for Capture {
     fn enabled(&self, metadata: &Metadata<'_>) -> bool {
-        metadata.level() <= Level::Info
+        metadata.level() <= Level::Info && metadata.target() == TIERING_LOG
     }
 
     fn log(&self, record: &Record<'_>) {
         if self.enabled(record.metadata()) {
             RECORDS.lock().unwrap_or_else(|e| e.into_inner()).push((
+                Instant::now(),
                 record.level(),
                 record.target().to_string(),
                 record.args().to_string(),
@@ -40,19 +41,20 @@ fn capture() {
     static INSTALLED: OnceLock<()> = OnceLock::new();
     INSTALLED.get_or_init(|| {
         static LOGGER: Capture = Capture;
-        log::set_logger(&LOGGER).expect("no other logger in the test process");
+        // Tests that run alone in a process of their own may have one.
+        let _ = log::set_logger(&LOGGER);
         log::set_max_level(LevelFilter::Info);
     });
 }
 
-/// The tiering reports mentioning `marker`, in order.
-fn reports(marker: &str) -> Vec<(Level, String)> {
+/// The tiering reports mentioning `marker`, in order, with when each came.
+fn reports(marker: &str) -> Vec<(Instant, Level, String)> {
     RECORDS
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .iter()
-        .filter(|(_, target, text)| target == TIERING_LOG && text.contains(marker))
-        .map(|(level, _, text)| (*level, text.clone()))
+        .filter(|(_, _, target, text)| target == TIERING_LOG && text.contains(marker))
+        .map(|(at, level, _, text)| (*at, *level, text.clone()))
         .collect()
 }
 
@@ -60,8 +62,8 @@ fn reports(marker: &str) -> Vec<(Level, String)> {
 async fn wait_for(
     marker: &str,
     what: &str,
-    enough: impl Fn(&[(Level, String)]) -> bool,
-) -> Vec<(Level, String)> {
+    enough: impl Fn(&[(Instant, Level, String)]) -> bool,
+) -> Vec<(Instant, Level, String)> {
     for _ in 0..600 {
         let seen = reports(marker);
         if enough(&seen) {
@@ -126,7 +128,7 @@ async fn a_failing_background_round_is_logged_backed_off_and_its_recovery_too() 
 
     let seen = wait_for(&marker, "four failed rounds", |seen| seen.len() >= 4).await;
     let damaged = files[1].file_name().unwrap().to_string_lossy().into_owned();
-    for (n, (level, text)) in seen.iter().take(4).enumerate() {
+    for (n, (_, level, text)) in seen.iter().take(4).enumerate() {
         assert_eq!(*level, Level::Warn, "{text}");
         assert!(text.contains("background tiering of 'default.t'"), "{text}");
         assert!(
@@ -142,18 +144,22 @@ async fn a_failing_background_round_is_logged_backed_off_and_its_recovery_too() 
         let wait = ["100ms", "200ms", "400ms", "800ms"][n];
         assert!(text.contains(&format!("next try in {wait}")), "{text}");
     }
+    // The rounds really wait: 100, 200 and 400 ms between the first four
+    // (less the first round's own time); every 100 ms they would take 300.
+    let span = seen[3].0.duration_since(seen[0].0);
+    assert!(span >= Duration::from_millis(550), "{span:?}");
     assert_eq!(sorted_ids(&b, "SELECT id FROM t").await, Vec::<i64>::new());
 
     // The operator's way out; the next round works, and says so.
     let said = set_aside_says(&b, "default.t", 1).await;
     assert!(said.contains("held 1 rows"), "{said}");
     let seen = wait_for(&marker, "a report of the recovery", |seen| {
-        seen.iter().any(|(level, _)| *level == Level::Info)
+        seen.iter().any(|(_, level, _)| *level == Level::Info)
     })
     .await;
-    let (_, recovered) = seen
+    let (_, _, recovered) = seen
         .iter()
-        .find(|(level, _)| *level == Level::Info)
+        .find(|(_, level, _)| *level == Level::Info)
         .expect("an info report");
     assert!(
         recovered.contains("background tiering of 'default.t'")

@@ -519,42 +519,48 @@ impl Drop for LocalWrite {
 /// after a wait that doubles with each failure in a row, up to
 /// `tier-max-delay` (see [`Backoff`]): a failure that lasts (a damaged
 /// segment, a warehouse that refuses writes) neither goes unseen nor
-/// repeats its work every tick. The first round that works after failures
-/// is logged as information.
+/// repeats its work every tick. After a failure the next round runs when
+/// its wait is over, due or not, and the first that works is logged as
+/// information. A round that committed its rows and then failed its
+/// maintenance (compaction, expiry) is a warning that says so, and no
+/// failure of tiering.
 async fn background_tiering(store: Weak<Inner>, identifier: Identifier, interval: Duration) {
     let mut ticker = tokio::time::interval(interval);
     ticker.tick().await;
     let mut backoff = Backoff::default();
     loop {
-        ticker.tick().await;
-        if !backoff.due(tokio::time::Instant::now()) {
+        let now = ticker.tick().await;
+        let Some(store) = store.upgrade() else { return };
+        if !backoff.due(now) {
             continue;
         }
-        let Some(store) = store.upgrade() else { return };
+        let name = identifier.full_name();
+        let cap = store.options.tier_max_delay;
         let table = match store.catalog.get_table(&identifier).await {
             Ok(table) if options::is_enabled(table.schema().options()) => table,
             // Dropped or turned off: this tierer's work is over.
             Ok(_) | Err(paimon::Error::TableNotExist { .. }) => break,
             Err(e) => {
-                let (name, cap) = (identifier.full_name(), store.options.tier_max_delay);
-                backoff.failed(&name, &format!("'{name}'"), &e.into(), interval, cap);
+                let what = format!("'{name}' (loading the table)");
+                backoff.failed(&name, &what, &e.into(), (now, interval, cap));
                 continue;
             }
         };
         // A failure leaves everything in place for the next round.
-        let round = match store.due(&table).await {
-            Ok(true) => store.tier(&table).await.map(Some),
-            Ok(false) => Ok(None),
-            Err(e) => Err(e),
+        let round = match backoff.failures {
+            0 => match store.due(&table).await {
+                Ok(true) => store.tier(&table).await.map(Some),
+                Ok(false) => Ok(None),
+                Err(e) => Err(e),
+            },
+            _ => store.tier(&table).await.map(Some),
         };
-        let what = format!("'{}' ({})", identifier.full_name(), table.location());
+        let what = format!("'{name}' ({})", table.location());
         match round {
-            Ok(Some(report)) => backoff.worked(&what, Some(report.rows)),
-            Ok(None) => backoff.worked(&what, None),
-            Err(e) => {
-                let (name, cap) = (identifier.full_name(), store.options.tier_max_delay);
-                backoff.failed(&name, &what, &e, interval, cap)
-            }
+            Ok(Some(report)) => backoff.worked(&what, report.rows),
+            Ok(None) => {}
+            Err(e @ Error::MaintenanceFailed { .. }) => backoff.maintenance_failed(&what, &e),
+            Err(e) => backoff.failed(&name, &what, &e, (now, interval, cap)),
         }
     }
     if let Some(store) = store.upgrade() {
@@ -581,6 +587,8 @@ pub(crate) async fn schema_lease(
     database: &str,
 ) -> Result<lease::Lease> {
     let root = Root::open(warehouse, s3, DEFAULT_LEASE_TTL)?;
+    // A server that ignores the condition would hand the lease to all.
+    root.check_create_if_absent().await?;
     let dir = object_store::path::Path::from_iter(["_lakestream", "schema-lock", database]);
     lease::Lease::acquire(&root, &dir, DEFAULT_LEASE_TTL).await
 }
@@ -610,12 +618,18 @@ impl Backoff {
         doubled.min(cap).max(interval)
     }
 
-    /// Records a failure to tier table `name` (described as `what`), and
-    /// logs it.
-    fn failed(&mut self, name: &str, what: &str, error: &Error, interval: Duration, cap: Duration) {
+    /// Records a failure to tier table `name` (described as `what`) in the
+    /// round of the tick at `now`, and logs it.
+    fn failed(
+        &mut self,
+        name: &str,
+        what: &str,
+        error: &Error,
+        (now, interval, cap): (tokio::time::Instant, Duration, Duration),
+    ) {
         self.failures = self.failures.saturating_add(1);
         let wait = Self::wait(self.failures, interval, cap);
-        self.until = Some(tokio::time::Instant::now() + wait);
+        self.until = Some(now + wait);
         log::warn!(
             target: TIERING_LOG,
             "background tiering of {what} failed ({} in a row, next try in {}): {error}. Until \
@@ -626,23 +640,35 @@ impl Backoff {
         );
     }
 
-    /// Records a round that worked (`Some` of the rows it tiered), or a
-    /// check that found nothing due (`None`: rows that could not be tiered
-    /// wait past `tier-max-delay`, so another round tiered them), and logs
-    /// it if rounds failed before.
-    fn worked(&mut self, what: &str, rows: Option<u64>) {
+    /// Records a round that worked, and logs it if rounds failed before.
+    fn worked(&mut self, what: &str, rows: u64) {
         if self.failures > 0 {
-            let how = match rows {
-                Some(rows) => format!("it tiered {rows} rows"),
-                None => "nothing is due any more (another round tiered the rows)".to_string(),
-            };
             log::info!(
                 target: TIERING_LOG,
-                "background tiering of {what} works again after {} failed tries: {how}",
-                self.failures,
+                "background tiering of {what} works again after {}: it tiered {rows} rows",
+                rounds(self.failures),
             );
         }
         *self = Self::default();
+    }
+
+    /// Records a round that committed its rows, then failed the
+    /// maintenance after the commit, and logs it.
+    fn maintenance_failed(&mut self, what: &str, error: &Error) {
+        log::warn!(
+            target: TIERING_LOG,
+            "background tiering of {what}: {error}. The rows it tiered are in the table; the \
+             maintenance runs again after the next round that commits, or with `CALL sys.compact`"
+        );
+        *self = Self::default();
+    }
+}
+
+/// `n` failed rounds, in words.
+fn rounds(n: u32) -> String {
+    match n {
+        1 => "1 failed round".to_string(),
+        n => format!("{n} failed rounds"),
     }
 }
 
