@@ -523,11 +523,7 @@ fn local_file(path: &str) -> Option<std::path::PathBuf> {
 async fn create_if_absent(file: std::path::PathBuf, bytes: Vec<u8>) -> Result<Option<bool>> {
     tokio::task::spawn_blocking(move || {
         use std::io::Write as _;
-        let name = file
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        let temp = file.with_file_name(format!(".{name}.{}.tmp", uuid::Uuid::new_v4()));
+        let temp = crate::object_storage::temporary_beside(&file);
         let written = (|| {
             let mut out = std::fs::OpenOptions::new()
                 .write(true)

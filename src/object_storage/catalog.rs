@@ -60,11 +60,10 @@ pub(super) fn guard(
         },
     };
     let warehouse = warehouse.as_str();
+    let s3 = super::S3Options::from_options(catalog_options);
     let file_io = match Warehouse::of(warehouse) {
         #[cfg(feature = "s3")]
-        Some(Warehouse::S3) => {
-            super::commit::file_io(&super::S3Options::from_options(catalog_options), None)
-        }
+        Some(Warehouse::S3) => super::commit::file_io(&s3, None),
         Some(Warehouse::Local) => super::local::file_io(),
         _ => return inner,
     };
@@ -75,7 +74,7 @@ pub(super) fn guard(
         // Cannot fail (neither file IO needs configuration); were it to,
         // the tables would fail to open rather than commit unsafely.
         file_io: file_io.map_err(|e| e.to_string()),
-        s3: super::S3Options::from_options(catalog_options),
+        s3,
     })
 }
 

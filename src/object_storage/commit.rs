@@ -246,83 +246,35 @@ pub(super) fn fenced(table: &Table, s3: &S3Options, next: i64) -> paimon::Result
 mod tests {
     use super::*;
 
-    /// A server that ignores `If-None-Match`: writes replace what is there.
+    /// A server that ignores `If-None-Match`: writes replace what is there
+    /// (under the guard, as its storage).
     #[derive(Debug)]
     struct IgnoresCondition;
 
-    impl Layer for IgnoresCondition {
-        fn apply_service(&self, inner: Servicer) -> Servicer {
-            Arc::new(IgnoringService { inner })
+    impl Rules for IgnoresCondition {
+        fn check_write(&self, _path: &str) -> Result<()> {
+            Ok(())
         }
-    }
 
-    #[derive(Debug)]
-    struct IgnoringService {
-        inner: Servicer,
-    }
-
-    impl Service for IgnoringService {
-        type Reader = oio::Reader;
-        type Writer = oio::Writer;
-        type Lister = oio::Lister;
-        type Deleter = oio::Deleter;
-        type Copier = oio::Copier;
-
-        fn info(&self) -> ServiceInfo {
-            self.inner.info()
-        }
-        fn capability(&self) -> Capability {
-            self.inner.capability()
-        }
-        async fn create_dir(
+        fn write(
             &self,
+            inner: &Servicer,
             ctx: &OperationContext,
             path: &str,
-            args: OpCreateDir,
-        ) -> Result<RpCreateDir> {
-            self.inner.create_dir(ctx, path, args).await
+            args: OpWrite,
+        ) -> Result<oio::Writer> {
+            inner.write(ctx, path, args.with_if_not_exists(false))
         }
-        async fn stat(&self, ctx: &OperationContext, path: &str, args: OpStat) -> Result<RpStat> {
-            self.inner.stat(ctx, path, args).await
-        }
-        fn read(&self, ctx: &OperationContext, path: &str, args: OpRead) -> Result<Self::Reader> {
-            self.inner.read(ctx, path, args)
-        }
-        fn write(&self, ctx: &OperationContext, path: &str, args: OpWrite) -> Result<Self::Writer> {
-            self.inner.write(ctx, path, args.with_if_not_exists(false))
-        }
-        fn delete(&self, ctx: &OperationContext) -> Result<Self::Deleter> {
-            self.inner.delete(ctx)
-        }
-        fn list(&self, ctx: &OperationContext, path: &str, args: OpList) -> Result<Self::Lister> {
-            self.inner.list(ctx, path, args)
-        }
-        fn copy(
-            &self,
-            ctx: &OperationContext,
-            from: &str,
-            to: &str,
-            args: OpCopy,
-            opts: OpCopier,
-        ) -> Result<Self::Copier> {
-            self.inner.copy(ctx, from, to, args, opts)
-        }
+
         async fn rename(
             &self,
+            inner: &Servicer,
             ctx: &OperationContext,
             from: &str,
             to: &str,
             args: OpRename,
         ) -> Result<RpRename> {
-            self.inner.rename(ctx, from, to, args).await
-        }
-        async fn presign(
-            &self,
-            ctx: &OperationContext,
-            path: &str,
-            args: OpPresign,
-        ) -> Result<RpPresign> {
-            self.inner.presign(ctx, path, args).await
+            inner.rename(ctx, from, to, args).await
         }
     }
 
@@ -356,7 +308,7 @@ mod tests {
         // A server that ignores it: commits are refused, other writes go on.
         let probe = Arc::new(Probe::default());
         let dishonest = memory()
-            .layer(IgnoresCondition)
+            .layer(Guard(Arc::new(IgnoresCondition)))
             .layer(Guard(Arc::new(CreateOnce {
                 fence: None,
                 probe: Arc::clone(&probe),

@@ -204,16 +204,7 @@ impl oio::Write for WholeFile {
     }
 
     async fn close(&mut self) -> Result<Metadata> {
-        let name = self
-            .target
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        // `.NAME.<uuid>.tmp`: what orphan-file removal knows as an atomic
-        // write's temporary, should a crash leave it.
-        let temp = self
-            .target
-            .with_file_name(format!(".{name}.{}.tmp", uuid::Uuid::new_v4()));
+        let temp = super::temporary_beside(&self.target);
         let failed = |what: &str, e: std::io::Error| {
             let kind = if e.kind() == std::io::ErrorKind::NotFound {
                 ErrorKind::NotFound

@@ -66,6 +66,17 @@ pub(super) fn create_only(path: &str) -> bool {
         || (dir.ends_with("schema") && numbered("schema-"))
 }
 
+/// A new name beside `file` for writing it aside before it gets its name:
+/// `.NAME.<uuid>.tmp`, which orphan-file removal knows as an atomic
+/// write's temporary, should a crash leave it there.
+pub(crate) fn temporary_beside(file: &std::path::Path) -> std::path::PathBuf {
+    let name = file
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    file.with_file_name(format!(".{name}.{}.tmp", uuid::Uuid::new_v4()))
+}
+
 /// `table` reopened on `file_io`, on its branch.
 fn reopen(table: &Table, file_io: paimon::io::FileIO) -> paimon::Result<Table> {
     let opened = Table::new(

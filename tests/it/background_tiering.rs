@@ -3,14 +3,13 @@
 //! rounds wait longer and longer (up to `local.tier-max-delay`), and the
 //! first round that works again is logged too.
 
-use std::path::Path;
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use log::{Level, LevelFilter, Log, Metadata, Record};
 use paimon_lakestream::store::local::TIERING_LOG;
 
-use crate::support::{files_where, run, set_aside_says, sorted_ids, CatalogKind, TestWarehouse};
+use crate::support::{run, segments, set_aside_says, sorted_ids, CatalogKind, TestWarehouse};
 
 /// Every record logged in this test process (tests share the logger: each
 /// picks out its own by its warehouse's path).
@@ -72,13 +71,6 @@ async fn wait_for(
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     panic!("no {what} within a minute; reports: {:#?}", reports(marker));
-}
-
-fn segments(dir: &Path) -> Vec<std::path::PathBuf> {
-    files_where(dir, |path| {
-        path.extension().is_some_and(|e| e == "seg")
-            && path.parent().is_some_and(|p| p.ends_with("log"))
-    })
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use paimon_lakestream::LakeStreamContext;
 
 use crate::support::{
-    files_where, run, set_aside_says, sorted_ids, try_ids, try_run, CatalogKind, TestWarehouse,
+    run, segments, set_aside_says, sorted_ids, try_ids, try_run, CatalogKind, TestWarehouse,
 };
 
 struct Setup {
@@ -46,13 +46,6 @@ impl Setup {
         options.extend_from_slice(extra);
         self.warehouse.context_with(&options).await
     }
-}
-
-fn segments(dir: &Path) -> Vec<PathBuf> {
-    files_where(dir, |path| {
-        path.extension().is_some_and(|e| e == "seg")
-            && path.parent().is_some_and(|p| p.ends_with("log"))
-    })
 }
 
 /// Case 1: a long-lived writer keeps writing after another process tiered

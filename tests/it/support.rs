@@ -209,6 +209,14 @@ pub async fn try_run(ctx: &LakeStreamContext, sql: &str) -> Result<(), String> {
     }
 }
 
+/// The `local` store's log segments under `dir` (a store root), sorted.
+pub fn segments(dir: &Path) -> Vec<std::path::PathBuf> {
+    files_where(dir, |path| {
+        path.extension().is_some_and(|e| e == "seg")
+            && path.parent().is_some_and(|p| p.ends_with("log"))
+    })
+}
+
 /// The files under `dir` (recursively) that `keep` keeps, sorted.
 pub fn files_where(dir: &Path, keep: impl Fn(&Path) -> bool) -> Vec<std::path::PathBuf> {
     let mut out = Vec::new();
