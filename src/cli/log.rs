@@ -1,6 +1,7 @@
 //! The shell's logger: what this crate logs at `info` or above (the
 //! background tierer's failures and recoveries, see
-//! [`crate::store::local::TIERING_LOG`]) goes to stderr, one line each,
+//! [`crate::store::local::TIERING_LOG`]; new Fluss tables the store had to
+//! create again, target `paimon_lakestream::fluss`) goes to stderr, one line each,
 //! as `Warning: ...` or `Info: ...`, beside the shell's own `Error: ...`
 //! lines. Other crates' logs (DataFusion's, Paimon's) are left out.
 

@@ -18,6 +18,11 @@ impl Untiered {
     }
 }
 
+/// How long a table this process created may wait for Fluss's coordinator
+/// to take it in before it is made again: see
+/// [`FlussStore::until_created_taken_in`].
+const TAKE_IN_WAIT: Duration = Duration::from_secs(10);
+
 impl FlussStore {
     /// Creates the Fluss table of `shape`, with tiering off until the Paimon
     /// table has the shape Fluss checks.
@@ -96,7 +101,7 @@ impl FlussStore {
         Ok(())
     }
 
-    /// Waits until Fluss's coordinator has taken a new table in: every
+    /// Waits until Fluss's coordinator has taken the table in: every
     /// bucket has a leader, which only the coordinator's handling of the
     /// creation assigns. Fluss 0.9's coordinator handles a change of a
     /// table's properties that reaches it first by failing
@@ -104,33 +109,151 @@ impl FlussStore {
     /// never takes the table in: its buckets stay without a leader, and every
     /// write to it fails. Turning tiering on is such a change.
     async fn until_taken_in(&self, target: &Target, info: &TableInfo) -> Result<()> {
+        let leaderless = self
+            .leaderless_within(target, info, target.request_timeout)
+            .await?;
+        if leaderless.is_empty() {
+            return Ok(());
+        }
+        Err(target.unavailable(
+            "turn tiering on for",
+            format!(
+                "buckets {leaderless:?} of the new table still have no leader after {:?} \
+                 (fluss.client.request-timeout): Fluss's coordinator has not taken the table in",
+                target.request_timeout
+            ),
+        ))
+    }
+
+    /// Waits until the coordinator has taken in the table this process has
+    /// just created, creating it again when it has not after a while.
+    ///
+    /// Fluss 0.9.1's coordinator learns of a new table from a ZooKeeper
+    /// watch, and now and then misses one (apache/fluss#2710 is such a race,
+    /// fixed after 0.9.1): the table never gets a bucket leader, and every
+    /// write to it fails. A CI run failed so on a table made again right
+    /// after its drop: the coordinator's log shows the table's assignment
+    /// registered, and the table never taken in. Such a table has taken no
+    /// write: the store writes only to a table whose tiering is on, which
+    /// an attach turns on only once every bucket's leader answered (a
+    /// coordinator taking the table in between the last look and the drop,
+    /// and another process attaching and writing in those milliseconds, is
+    /// the one way around that). So the missed table is dropped and made
+    /// again (the coordinator logs an error for the drop of a table it
+    /// never knew, and goes on). A table taken in gets its leaders within a second:
+    /// [`TAKE_IN_WAIT`] is far above that, and each table made again waits
+    /// twice as long. If the table is still not taken in when the request
+    /// timeout ends, it is dropped too, so that a later attempt does not
+    /// meet it. Left open: a coordinator so slow that it takes the first
+    /// table in only after the wait. That table is dropped and made again at
+    /// once, and 0.9.1's coordinator, finishing the old table's deletion
+    /// after the new table's creation, forgets the new table's name
+    /// (`CoordinatorContext.removeTable`); a test that forced this on every
+    /// table saw writes time out after some rounds.
+    pub(super) async fn until_created_taken_in(
+        &self,
+        target: &Target,
+        shape: &FlussShape,
+    ) -> Result<()> {
         let deadline = tokio::time::Instant::now() + target.request_timeout;
+        let mut wait = TAKE_IN_WAIT;
+        loop {
+            let info = self.table_info(target).await?;
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            let waited = wait.min(left);
+            let leaderless = self.leaderless_within(target, &info, waited).await?;
+            if leaderless.is_empty() {
+                return Ok(());
+            }
+            let last = tokio::time::Instant::now() + Duration::from_secs(1) >= deadline;
+            ::log::warn!(
+                target: FLUSS_LOG,
+                "Fluss's coordinator has not taken in the new table '{}' (buckets {leaderless:?} \
+                 have no leader after {waited:?}); it holds no rows: {}",
+                target.name,
+                if last { "dropping it" } else { "dropping it and creating it again" },
+            );
+            // A coordinator that is slow rather than blind gets longer.
+            wait *= 2;
+            let admin = self
+                .connection
+                .admin()
+                .await
+                .map_err(|e| target.fluss_error("reach", e))?;
+            target
+                .bounded("drop", admin.drop_table(&target.path, true))
+                .await?;
+            if last {
+                return Err(target.unavailable(
+                    "create",
+                    format!(
+                        "Fluss's coordinator took no table made for it within {:?} \
+                         (fluss.client.request-timeout): its buckets got no leader",
+                        target.request_timeout
+                    ),
+                ));
+            }
+            if let Err(e) = self.create_fluss_table(target, shape).await {
+                // Another process attaching the table may have made it in
+                // between: its table is waited for like ours.
+                if self.table_info(target).await.is_err() {
+                    return Err(e);
+                }
+            }
+        }
+    }
+
+    /// The buckets of the table `info` describes (by its path: the table
+    /// now at the path, should it have been made again) that still have no
+    /// leader after waiting up to `wait` for them all to get one.
+    ///
+    /// A leader counts once it answers for the bucket: a tablet server that
+    /// still maps the path to a table dropped a moment ago answers metadata
+    /// with the new table's id and the old table's leaders, which serve no
+    /// bucket of the new table.
+    async fn leaderless_within(
+        &self,
+        target: &Target,
+        info: &TableInfo,
+        wait: Duration,
+    ) -> Result<Vec<i32>> {
+        let deadline = tokio::time::Instant::now() + wait;
         let mut pause = Duration::from_millis(20);
         loop {
-            let leaderless: Vec<i32> = self
+            let mut leaderless: Vec<i32> = self
                 .bucket_leaders(target, info)
                 .await?
                 .into_iter()
                 .filter(|(_, leader)| leader.is_none())
                 .map(|(bucket, _)| bucket)
                 .collect();
-            if leaderless.is_empty() {
-                return Ok(());
+            if leaderless.is_empty() && !self.leaders_answer(target, info).await {
+                leaderless = (0..info.get_num_buckets()).collect();
             }
-            if tokio::time::Instant::now() + pause >= deadline {
-                return Err(target.unavailable(
-                    "turn tiering on for",
-                    format!(
-                        "buckets {leaderless:?} of the new table still have no leader after \
-                         {:?} (fluss.client.request-timeout): Fluss's coordinator has not \
-                         taken the table in",
-                        target.request_timeout
-                    ),
-                ));
+            if leaderless.is_empty() || tokio::time::Instant::now() + pause >= deadline {
+                return Ok(leaderless);
             }
             tokio::time::sleep(pause).await;
             pause = (pause * 2).min(Duration::from_millis(500));
         }
+    }
+
+    /// Whether the leader of every bucket of the table at the target's path
+    /// answers for it (its latest offset).
+    async fn leaders_answer(&self, target: &Target, info: &TableInfo) -> bool {
+        let Ok(admin) = self.connection.admin().await else {
+            return false;
+        };
+        let buckets: Vec<i32> = (0..info.get_num_buckets()).collect();
+        matches!(
+            target
+                .answer(
+                    "find the latest offsets of",
+                    admin.list_offsets(&target.path, &buckets, OffsetSpec::Latest),
+                )
+                .await,
+            Ok(Ok(offsets)) if buckets.iter().all(|b| offsets.contains_key(b))
+        )
     }
 
     /// Turns Fluss's tiering of the table on or off.

@@ -106,6 +106,10 @@ use self::{connection::*, error::*, identity::*, target::*, writer::*};
 /// The store's identifier, as catalogs name it in `lakestream.store`.
 pub const IDENTIFIER: &str = "fluss";
 
+/// The `log` target of what the store works around in the cluster (a new
+/// table Fluss's coordinator missed, see `attach.rs`).
+pub const FLUSS_LOG: &str = "paimon_lakestream::fluss";
+
 /// The store: one connection to a Fluss cluster, shared by its tables.
 pub struct FlussStore {
     options: FlussOptions,
@@ -222,8 +226,9 @@ impl FlussStore {
         }
     }
 
-    /// The leader (a tablet server's id) of each bucket of an unpartitioned
-    /// table, from metadata fetched now; `None` for a bucket without one.
+    /// The leader (a tablet server's id) of each bucket of the unpartitioned
+    /// table at the target's path, from metadata fetched now; `None` for a
+    /// bucket without one.
     async fn bucket_leaders(
         &self,
         target: &Target,
@@ -238,9 +243,13 @@ impl FlussStore {
             )
             .await?;
         let cluster = metadata.get_cluster();
+        // The table at the path now: it may have been dropped and made again.
+        let table_id = cluster
+            .get_table_id(&target.path)
+            .unwrap_or_else(|| info.get_table_id());
         Ok((0..info.get_num_buckets())
             .map(|bucket| {
-                let bucket_id = fluss::metadata::TableBucket::new(info.get_table_id(), bucket);
+                let bucket_id = fluss::metadata::TableBucket::new(table_id, bucket);
                 (
                     bucket,
                     cluster.leader_for(&bucket_id).map(fluss::ServerNode::id),
@@ -311,7 +320,12 @@ impl LakestreamStore for FlussStore {
                 }
                 Err(Error::StoreTableMissing { .. }) => {
                     match self.create_fluss_table(&target, &shape).await {
-                        Ok(()) => break true,
+                        Ok(()) => {
+                            // Before any write: copying the Paimon rows
+                            // needs the buckets' leaders.
+                            self.until_created_taken_in(&target, &shape).await?;
+                            break true;
+                        }
                         Err(_) if looked < 3 => continue,
                         Err(e) => return Err(e),
                     }
