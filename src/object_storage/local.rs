@@ -107,7 +107,41 @@ pub(super) async fn with_schema_lock<T>(
 /// directory does not exist. A warehouse this process may not write gets
 /// the lock through a read-only open of an existing file (a statement that
 /// changes nothing still runs there), or none.
+///
+/// `DROP DATABASE` removes the lock file with its directory while holding
+/// it; a process that waited on it then holds a lock on a file no one opens
+/// again. So the lock holds only while `path` still names the locked file;
+/// otherwise the file `path` names now is locked.
 fn lock(path: &Path) -> std::io::Result<Option<std::fs::File>> {
+    loop {
+        let Some(file) = lock_once(path)? else {
+            return Ok(None);
+        };
+        if names(path, &file)? {
+            return Ok(Some(file));
+        }
+    }
+}
+
+/// Whether `path` names the open file `file`.
+#[cfg(unix)]
+fn names(path: &Path, file: &std::fs::File) -> std::io::Result<bool> {
+    use std::os::unix::fs::MetadataExt;
+    let held = file.metadata()?;
+    match std::fs::metadata(path) {
+        Ok(named) => Ok(named.dev() == held.dev() && named.ino() == held.ino()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+/// Without Unix's device and inode numbers the check is left out.
+#[cfg(not(unix))]
+fn names(_path: &Path, _file: &std::fs::File) -> std::io::Result<bool> {
+    Ok(true)
+}
+
+fn lock_once(path: &Path) -> std::io::Result<Option<std::fs::File>> {
     let opened = std::fs::OpenOptions::new()
         .create(true)
         .truncate(false)
@@ -286,6 +320,39 @@ mod tests {
 
     fn path(dir: &Path, name: &str) -> String {
         dir.join(name).display().to_string()
+    }
+
+    /// `DROP DATABASE` removes the database's directory, lock file and all,
+    /// while it holds the lock. A process already waiting on that file then
+    /// gets a lock on a file no one else will open again: after a `CREATE
+    /// DATABASE` of the same name, another process locks the new file, and
+    /// both would change the database's tables at once. The waiter must
+    /// lock the file the path names when it gets its turn.
+    #[test]
+    fn a_waiter_on_a_lock_file_removed_under_it_locks_the_new_one() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let database = dir.path().join("d.db");
+        std::fs::create_dir_all(&database).expect("dir");
+        let path = database.join(SCHEMA_LOCK);
+        let dropper = lock(&path).expect("lock").expect("a lock file");
+        let waiter = {
+            let path = path.clone();
+            std::thread::spawn(move || lock(&path).expect("lock").expect("a lock file"))
+        };
+        std::thread::sleep(Duration::from_millis(100));
+        // DROP DATABASE, then CREATE DATABASE and another process's DDL.
+        std::fs::remove_dir_all(&database).expect("drop");
+        std::fs::create_dir_all(&database).expect("create");
+        let other = lock(&path).expect("lock").expect("a lock file");
+        drop(dropper);
+        std::thread::sleep(Duration::from_millis(300));
+        assert!(
+            !waiter.is_finished(),
+            "the waiter took a lock on the removed file while another process holds the new one"
+        );
+        drop(other);
+        let held = waiter.join().expect("waiter");
+        drop(held);
     }
 
     /// Paimon rewrites its `LATEST` hint in place after each commit, and
