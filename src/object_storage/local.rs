@@ -51,20 +51,10 @@ pub(super) fn file_io() -> paimon::Result<FileIO> {
         .build()
 }
 
-/// The lock file that the schema writes of database `database`'s tables
-/// take (see [`with_schema_lock`]):
-/// `<warehouse>/_lakestream/schema-lock/<database>.lock`, beside the S3
-/// lease's directory. Not in the database's directory: `DROP DATABASE`
-/// removes that while holding the lock, and a process that opened the lock
-/// file then, or waited on it, would lock a file no one else opens again.
-/// Paimon and pypaimon list databases as `*.db` directories, so they never
-/// take `_lakestream` for one.
-fn schema_lock_path(warehouse: &str, database: &str) -> PathBuf {
-    local_path(warehouse)
-        .join("_lakestream")
-        .join("schema-lock")
-        .join(format!("{database}.lock"))
-}
+/// The lock file, in a database's directory, that the schema writes of its
+/// tables take (see [`with_schema_lock`]). A file, so paimon and pypaimon, which
+/// list a database's tables as its directories, never take it for a table.
+const SCHEMA_LOCK: &str = ".lakestream-schema.lock";
 
 /// The directory a local location names (`/w`, `file:/w`, `file:///w`).
 fn local_path(location: &str) -> PathBuf {
@@ -84,13 +74,16 @@ fn local_path(location: &str) -> PathBuf {
 /// option, the lake-stream mode).
 ///
 /// Within a process, statements wait their turn on a mutex before the file
-/// lock, so waiting ties up no thread.
+/// lock, so waiting ties up no thread. A database without a directory takes
+/// no lock (paimon then says it does not exist).
 pub(super) async fn with_schema_lock<T>(
     warehouse: &str,
     database: &str,
     work: impl std::future::Future<Output = paimon::Result<T>>,
 ) -> paimon::Result<T> {
-    let path = schema_lock_path(warehouse, database);
+    let path = local_path(warehouse)
+        .join(format!("{database}.db"))
+        .join(SCHEMA_LOCK);
     let key = path.display().to_string();
     let take = async {
         let failed = |reason: String| paimon::Error::UnexpectedError {
@@ -110,17 +103,17 @@ pub(super) async fn with_schema_lock<T>(
     super::schema_lock::holding(key, take, work).await
 }
 
-/// The lock file `path` opened (with its directories made) and locked
-/// exclusively. A warehouse this process may not write gets the lock
-/// through a read-only open of an existing file (a statement that changes
-/// nothing still runs there), or none.
+/// The lock file `path` opened and locked exclusively; `None` when its
+/// directory does not exist. A warehouse this process may not write gets
+/// the lock through a read-only open of an existing file (a statement that
+/// changes nothing still runs there), or none.
 ///
-/// The lock holds only while `path` still names the locked file: a file
-/// removed while a process waited on it (by hand, or by a version of this
-/// crate that kept it in the database's directory) is locked again by the
-/// name, a few times at most.
+/// `DROP DATABASE` removes the lock file with its directory while holding
+/// it; a process that waited on it then holds a lock on a file no one opens
+/// again. So the lock holds only while `path` still names the locked file;
+/// otherwise the file `path` names now is locked.
 fn lock(path: &Path) -> std::io::Result<Option<std::fs::File>> {
-    for _ in 0..8 {
+    loop {
         let Some(file) = lock_once(path)? else {
             return Ok(None);
         };
@@ -128,9 +121,6 @@ fn lock(path: &Path) -> std::io::Result<Option<std::fs::File>> {
             return Ok(Some(file));
         }
     }
-    Err(std::io::Error::other(
-        "the lock file was replaced each time it was locked",
-    ))
 }
 
 /// Whether `path` names the open file `file`.
@@ -152,18 +142,6 @@ fn names(_path: &Path, _file: &std::fs::File) -> std::io::Result<bool> {
 }
 
 fn lock_once(path: &Path) -> std::io::Result<Option<std::fs::File>> {
-    let made = match path.parent() {
-        Some(dir) => std::fs::create_dir_all(dir),
-        None => Ok(()),
-    };
-    if let Err(e) = made {
-        if !matches!(
-            e.kind(),
-            std::io::ErrorKind::PermissionDenied | std::io::ErrorKind::ReadOnlyFilesystem
-        ) {
-            return Err(e);
-        }
-    }
     let opened = std::fs::OpenOptions::new()
         .create(true)
         .truncate(false)
@@ -344,87 +322,37 @@ mod tests {
         dir.join(name).display().to_string()
     }
 
-    /// A lock file removed while a process waits on it (by hand, or by a
-    /// version of this crate that kept it in the database's directory,
-    /// which `DROP DATABASE` removes): the waiter must lock the file the
-    /// path names when its turn comes, not the removed one, which no other
-    /// process opens again.
-    #[cfg(target_os = "linux")]
+    /// `DROP DATABASE` removes the database's directory, lock file and all,
+    /// while it holds the lock. A process already waiting on that file then
+    /// gets a lock on a file no one else will open again: after a `CREATE
+    /// DATABASE` of the same name, another process locks the new file, and
+    /// both would change the database's tables at once. The waiter must
+    /// lock the file the path names when it gets its turn.
     #[test]
     fn a_waiter_on_a_lock_file_removed_under_it_locks_the_new_one() {
         let dir = tempfile::tempdir().expect("temp dir");
-        let locks = dir.path().join("locks");
-        let path = locks.join("d.lock");
-        let holder = lock(&path).expect("lock").expect("a lock file");
+        let database = dir.path().join("d.db");
+        std::fs::create_dir_all(&database).expect("dir");
+        let path = database.join(SCHEMA_LOCK);
+        let dropper = lock(&path).expect("lock").expect("a lock file");
         let waiter = {
             let path = path.clone();
             std::thread::spawn(move || lock(&path).expect("lock").expect("a lock file"))
         };
-        // The waiter has the file open (two of them: the holder's too).
-        let opened_by_both = || {
-            std::fs::read_dir("/proc/self/fd").map_or(0, |fds| {
-                fds.filter_map(|fd| fd.ok())
-                    .filter(|fd| std::fs::read_link(fd.path()).is_ok_and(|to| to == path))
-                    .count()
-            }) >= 2
-        };
-        while !opened_by_both() {
-            assert!(!waiter.is_finished(), "the waiter did not wait");
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        std::fs::remove_dir_all(&locks).expect("remove");
+        std::thread::sleep(Duration::from_millis(100));
+        // DROP DATABASE, then CREATE DATABASE and another process's DDL.
+        std::fs::remove_dir_all(&database).expect("drop");
+        std::fs::create_dir_all(&database).expect("create");
         let other = lock(&path).expect("lock").expect("a lock file");
-        drop(holder);
+        drop(dropper);
         std::thread::sleep(Duration::from_millis(300));
         assert!(
             !waiter.is_finished(),
             "the waiter took a lock on the removed file while another process holds the new one"
         );
         drop(other);
-        drop(waiter.join().expect("waiter"));
-    }
-
-    /// `DROP DATABASE` removes the database's directory while it holds the
-    /// schema lock; another process's DDL, after a `CREATE DATABASE` of the
-    /// name, must still wait for it: the lock file is not in that directory.
-    #[cfg(target_os = "linux")]
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn dropping_the_database_keeps_its_schema_lock() {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let database = dir.path().join("d.db");
-        std::fs::create_dir_all(&database).expect("dir");
-        let warehouse = dir.path().display().to_string();
-        let (dropped, on_drop) = tokio::sync::oneshot::channel();
-        let (release, on_release) = tokio::sync::oneshot::channel::<()>();
-        let drop_database = {
-            let database = database.clone();
-            let warehouse = warehouse.clone();
-            tokio::spawn(async move {
-                with_schema_lock(&warehouse, "d", async move {
-                    std::fs::remove_dir_all(&database).expect("drop");
-                    std::fs::create_dir_all(&database).expect("create again");
-                    let _ = dropped.send(());
-                    let _ = on_release.await;
-                    Ok(())
-                })
-                .await
-            })
-        };
-        on_drop.await.expect("dropped");
-        // Another process: the file lock alone, without this process's turn.
-        let path = schema_lock_path(&warehouse, "d");
-        let other = std::thread::spawn(move || lock(&path).expect("lock").is_some());
-        tokio::time::sleep(Duration::from_millis(300)).await;
-        assert!(
-            !other.is_finished(),
-            "another process took the schema lock while DROP DATABASE held it"
-        );
-        let _ = release.send(());
-        drop_database.await.expect("join").expect("drop database");
-        assert!(
-            other.join().expect("other"),
-            "the other process got no lock"
-        );
+        let held = waiter.join().expect("waiter");
+        drop(held);
     }
 
     /// Paimon rewrites its `LATEST` hint in place after each commit, and
