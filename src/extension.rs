@@ -181,6 +181,9 @@ pub(crate) async fn create_paimon_catalog(
     options: &HashMap<String, String>,
 ) -> DFResult<Arc<dyn Catalog>> {
     CatalogStoreOptions::from_catalog_options(options)?;
+    if let Some(warehouse) = options.get("warehouse") {
+        crate::object_storage::refuse_credentials_in_url("warehouse", warehouse)?;
+    }
     Ok(CatalogFactory::create(Options::from_map(options.clone()))
         .await
         .map_err(Error::from)?)

@@ -52,6 +52,29 @@ pub(crate) fn is_local(location: &str) -> bool {
     location.starts_with("file:/") || (location.starts_with('/') && !location.contains("://"))
 }
 
+/// Refuses a location given as option `key` whose URL carries credentials
+/// (`s3://KEY:SECRET@bucket/path`): paimon's file IO does not read them, and
+/// its errors would print the URL whole. The message shows the URL without
+/// them.
+pub(crate) fn refuse_credentials_in_url(key: &str, location: &str) -> crate::error::Result<()> {
+    let Ok(mut url) = Url::parse(location) else {
+        return Ok(());
+    };
+    if url.username().is_empty() && url.password().is_none() {
+        return Ok(());
+    }
+    let _ = url.set_username("");
+    let _ = url.set_password(None);
+    Err(crate::error::Error::InvalidOption {
+        key: key.to_string(),
+        reason: format!(
+            "'{url}' is given with credentials in its URL, which are not read there and \
+             would print: give them as the options 's3.access-key' and 's3.secret-key', or \
+             through the AWS credential chain (environment, profile)"
+        ),
+    })
+}
+
 /// Whether `path` names a file that a commit must create, never replace:
 /// a snapshot or a schema, of any branch.
 pub(super) fn create_only(path: &str) -> bool {
@@ -499,6 +522,31 @@ mod tests {
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect()
+    }
+
+    #[test]
+    fn credentials_in_a_location_url_are_refused_and_never_print() {
+        for location in [
+            "s3://AKIDKEY:TOPSECRET@bucket/w",
+            "s3a://AKIDKEY@bucket/w",
+            "file://AKIDKEY:TOPSECRET@/tmp/w",
+        ] {
+            let err = refuse_credentials_in_url("warehouse", location)
+                .expect_err(location)
+                .to_string();
+            assert!(err.contains("invalid option 'warehouse'"), "{err}");
+            assert!(err.contains("credentials in its URL"), "{err}");
+            assert!(
+                !err.contains("AKIDKEY") && !err.contains("TOPSECRET"),
+                "{err}"
+            );
+        }
+        for location in ["s3://bucket/w", "/tmp/w", "file:/tmp/w", "relative/w"] {
+            assert!(
+                refuse_credentials_in_url("warehouse", location).is_ok(),
+                "{location}"
+            );
+        }
     }
 
     #[test]

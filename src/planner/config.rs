@@ -22,6 +22,20 @@ pub(crate) fn is_read_setting(key: &str) -> bool {
     })
 }
 
+/// The default value of read setting `key` (as `SET` names it,
+/// `lakestream.` included), as `SET` takes it; `None` for other keys.
+pub(crate) fn default_of(key: &str) -> Option<String> {
+    if !is_read_setting(key) {
+        return None;
+    }
+    let (_, name) = key.split_once('.')?;
+    Some(if name.eq_ignore_ascii_case(SCAN_MODE) {
+        "batch".to_string()
+    } else {
+        crate::exec::realtime::DEFAULT_MEMORY_BUDGET.to_string()
+    })
+}
+
 /// Session settings under `lakestream.`. Only settings that do not route:
 /// where a table's reads and writes go follows its stored options, so any
 /// other `lakestream.*` key is refused.

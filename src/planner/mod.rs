@@ -127,7 +127,8 @@ impl PlannerState {
     }
 }
 
-fn full_name(name: &TableReference, config: &ConfigOptions) -> String {
+/// `name` with the session's default catalog and schema where it names none.
+pub(crate) fn full_name(name: &TableReference, config: &ConfigOptions) -> String {
     let defaults = &config.catalog;
     format!(
         "{}.{}.{}",

@@ -12,9 +12,10 @@ use std::sync::{Arc, OnceLock};
 
 use datafusion::prelude::SessionContext;
 use datafusion::sql::sqlparser::ast::{
-    visit_relations, AlterTableOperation, DescribeAlias, Expr, FromTable, Function, FunctionArg,
-    FunctionArgExpr, FunctionArguments, Ident, ObjectName, ObjectNamePart, Reset, ResetStatement,
-    Set, SetExpr, Statement, TableFactor, TableFunctionArgs, TableObject, Value,
+    visit_expressions_mut, visit_relations, AlterTableOperation, DescribeAlias, Expr, FromTable,
+    Function, FunctionArg, FunctionArgExpr, FunctionArguments, Ident, ObjectName, ObjectNamePart,
+    Reset, ResetStatement, Set, SetExpr, Statement, TableFactor, TableFunctionArgs, TableObject,
+    Value, Visit, Visitor,
 };
 use datafusion::sql::sqlparser::dialect::GenericDialect;
 use datafusion::sql::sqlparser::parser::Parser;
@@ -156,6 +157,7 @@ impl StatementFilter<'_> {
             (_, Statement::Insert(insert)) => {
                 if let TableObject::TableName(name) = &insert.table {
                     refuse_realtime_target(name)?;
+                    self.check_insert_spelling(name).await?;
                 }
                 // `SQLContext` hands an INSERT to DataFusion as it is,
                 // unless it overwrites partitions or travels in time:
@@ -177,7 +179,13 @@ impl StatementFilter<'_> {
                     }
                 };
                 let target = tables.first().and_then(|t| table_factor_name(&t.relation));
-                self.route_dml("DELETE", target).await
+                let checked = self.route_dml("DELETE", target).await?;
+                if checked.route == Route::DataFusion {
+                    if let Some(unaliased) = unaliased_delete(statement, target)? {
+                        return Ok(Checked::route(Route::Rewritten(Box::new(unaliased))));
+                    }
+                }
+                Ok(checked)
             }
             (_, Statement::Update(update)) => {
                 self.route_dml("UPDATE", table_factor_name(&update.table.relation))
@@ -214,6 +222,11 @@ impl StatementFilter<'_> {
             (Kind::Session, Statement::Reset(ResetStatement { reset })) => Ok(match reset {
                 Reset::ConfigurationParameter(name) => {
                     let key = unquote(&name.to_string());
+                    // DataFusion resets its own settings only: a read
+                    // setting of ours is set back to its default instead.
+                    if let Some(default) = crate::planner::config::default_of(&key) {
+                        return reset_read_setting(&key, &default);
+                    }
                     let paimon_key = options::strip_prefix_ignore_ascii_case(&key, "paimon.");
                     Checked {
                         route: Route::SqlContext,
@@ -309,6 +322,27 @@ impl StatementFilter<'_> {
             LakeStreamTargets { .. } => Route::SqlContext,
         };
         Ok(Checked::route(route))
+    }
+
+    /// An INSERT's target read both ways, as DELETE's and TRUNCATE's are
+    /// ([`Self::route_dml`]): where the two readings differ and only the name
+    /// as written is a lake-stream table, the write would go to another
+    /// table than the one written; refused, naming the spelling to use.
+    async fn check_insert_spelling(&self, name: &ObjectName) -> Result<()> {
+        let reading = |normalize| {
+            self.resolve(name, normalize)
+                .map(|(catalog, identifier)| (catalog.name().to_string(), identifier.full_name()))
+        };
+        if reading(true) == reading(false) {
+            return Ok(());
+        }
+        match self.lakestream_targets(name).await? {
+            LakeStreamTargets {
+                normalized: None,
+                as_written: Some((catalog, identifier)),
+            } => Err(spelling_refused("INSERT", name, &catalog, &identifier)),
+            _ => Ok(()),
+        }
     }
 
     /// The procedure's name and the lake-stream table its `table => 'db.t'`
@@ -519,6 +553,16 @@ fn check_set(variable: &str, value: Option<String>) -> Result<Checked> {
         options::reject_session_key(&key, "SET")?;
     }
     Ok(Checked::route(Route::SqlContext))
+}
+
+/// `RESET key` of a read setting, as `SET key = default`.
+fn reset_read_setting(key: &str, default: &str) -> Result<Checked> {
+    let sql = format!("SET {key} = '{default}'");
+    let statement = Parser::parse_sql(&GenericDialect {}, &sql)
+        .ok()
+        .and_then(|mut statements| statements.pop())
+        .ok_or_else(|| Error::Internal(format!("'{sql}' does not parse")))?;
+    Ok(Checked::route(Route::Rewritten(Box::new(statement))))
 }
 
 /// Writes name `t`, never `t$rt`: every write statement says so the same way.
@@ -738,6 +782,108 @@ fn table_factor_name(factor: &TableFactor) -> Option<&ObjectName> {
         TableFactor::Table { name, .. } => Some(name),
         _ => None,
     }
+}
+
+/// An identifier as DataFusion's planner reads it: unquoted ones lower-cased.
+fn normalized(ident: &Ident) -> String {
+    match ident.quote_style {
+        None => ident.value.to_ascii_lowercase(),
+        Some(_) => ident.value.clone(),
+    }
+}
+
+/// Finds a table name or alias spelled as `name` inside an expression.
+struct NameUse<'a> {
+    name: &'a str,
+}
+
+impl Visitor for NameUse<'_> {
+    type Break = ();
+
+    fn pre_visit_table_factor(&mut self, factor: &TableFactor) -> ControlFlow<()> {
+        let alias = match factor {
+            TableFactor::Table { alias, .. }
+            | TableFactor::Derived { alias, .. }
+            | TableFactor::TableFunction { alias, .. }
+            | TableFactor::UNNEST { alias, .. } => alias.as_ref(),
+            _ => None,
+        };
+        let table = table_factor_name(factor)
+            .and_then(|name| name.0.last())
+            .and_then(ObjectNamePart::as_ident);
+        let uses = alias
+            .map(|a| &a.name)
+            .into_iter()
+            .chain(table)
+            .any(|ident| normalized(ident) == self.name);
+        if uses {
+            ControlFlow::Break(())
+        } else {
+            ControlFlow::Continue(())
+        }
+    }
+}
+
+/// `DELETE FROM t AS x WHERE x.k = 1`: DataFusion 54 plans a DELETE without
+/// its target's alias, so `x.k` names no column there. The same statement
+/// without the alias, every `x.` read as the table's name as written;
+/// refused where a subquery names a table or alias `x` too, so that `x.`
+/// could mean either. `None` for a DELETE without an alias.
+fn unaliased_delete(
+    statement: &Statement,
+    target: Option<&ObjectName>,
+) -> Result<Option<Statement>> {
+    let (Statement::Delete(delete), Some(name)) = (statement, target) else {
+        return Ok(None);
+    };
+    let mut delete = delete.clone();
+    let tables = match &mut delete.from {
+        FromTable::WithFromKeyword(tables) | FromTable::WithoutKeyword(tables) => tables,
+    };
+    let Some(TableFactor::Table { alias, .. }) = tables.first_mut().map(|t| &mut t.relation) else {
+        return Ok(None);
+    };
+    let Some(table_alias) = alias.take() else {
+        return Ok(None);
+    };
+    let refused = |reason: &str| Error::InvalidStatement {
+        statement: format!("DELETE FROM {name} AS {}", table_alias.name),
+        reason: reason.to_string(),
+    };
+    if !table_alias.columns.is_empty() {
+        return Err(refused(
+            "a DELETE's target takes no column aliases: name the columns as the table does",
+        ));
+    }
+    let alias_name = normalized(&table_alias.name);
+    if let Some(selection) = &mut delete.selection {
+        let mut uses = NameUse { name: &alias_name };
+        if selection.visit(&mut uses).is_break() {
+            return Err(refused(
+                "a subquery of its WHERE clause names a table or alias of the same name, so \
+                 what the alias names is unclear: give the target another alias, or none",
+            ));
+        }
+        let table: Vec<Ident> = name
+            .0
+            .iter()
+            .filter_map(|part| part.as_ident().cloned())
+            .collect();
+        let _ = visit_expressions_mut(selection, |expr| {
+            if let Expr::CompoundIdentifier(parts) = expr {
+                if let [qualifier, column] = parts.as_slice() {
+                    if normalized(qualifier) == alias_name {
+                        let column = column.clone();
+                        *expr = Expr::CompoundIdentifier(
+                            table.iter().cloned().chain([column]).collect(),
+                        );
+                    }
+                }
+            }
+            ControlFlow::<()>::Continue(())
+        });
+    }
+    Ok(Some(Statement::Delete(delete)))
 }
 
 /// The object part of a name (its last part), as written.

@@ -88,6 +88,7 @@ impl TableProviderFactory for PaimonTableFactory {
                 cmd.name.table()
             )));
         }
+        crate::object_storage::refuse_credentials_in_url("LOCATION", &cmd.location)?;
         let (warehouse, identifier) = locate(&cmd.location)?;
         let mut catalog_options: HashMap<String, String> = cmd.options.clone();
         catalog_options.insert("warehouse".to_string(), warehouse.clone());

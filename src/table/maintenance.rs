@@ -282,7 +282,11 @@ impl TableFunctionImpl for MaintenanceFunction {
                         ScalarValue::Int64(Some(n)) => usize::try_from(n).ok(),
                         _ => None,
                     });
-                    n.ok_or_else(|| usage(format!("{name} = {value} is not a whole number")))
+                    n.ok_or_else(|| {
+                        usage(format!(
+                            "{name} = {value} is not a whole number of 0 or more"
+                        ))
+                    })
                 })
                 .transpose()
         };

@@ -26,6 +26,9 @@ pub(crate) struct RealtimeTable {
     binding: StoreBinding,
     table: Table,
     schema: SchemaRef,
+    /// The read's mode when it is not the session's: reads inside a write
+    /// statement are bounded, whatever `lakestream.scan_mode` says.
+    mode: Option<ScanMode>,
 }
 
 impl RealtimeTable {
@@ -36,7 +39,24 @@ impl RealtimeTable {
             binding,
             table,
             schema,
+            mode: None,
         })
+    }
+
+    /// The same read, bounded whatever the session's scan mode: a write
+    /// statement reads the rows there are when it runs, and ends.
+    pub(crate) fn bounded(&self) -> Self {
+        Self {
+            binding: self.binding.clone(),
+            table: self.table.clone(),
+            schema: Arc::clone(&self.schema),
+            mode: Some(ScanMode::Batch),
+        }
+    }
+
+    /// Whether this read is bounded whatever the session's scan mode.
+    pub(crate) fn is_bounded(&self) -> bool {
+        self.mode == Some(ScanMode::Batch)
     }
 
     /// Plans the read, asking the store to fix its end now.
@@ -219,12 +239,14 @@ impl TableProvider for RealtimeTable {
         filters: &[Expr],
         limit: Option<usize>,
     ) -> DFResult<Arc<dyn ExecutionPlan>> {
-        let mode = state
-            .config_options()
-            .extensions
-            .get::<LakeStreamConfig>()
-            .map(|config| config.scan_mode)
-            .unwrap_or_default();
+        let mode = self.mode.unwrap_or_else(|| {
+            state
+                .config_options()
+                .extensions
+                .get::<LakeStreamConfig>()
+                .map(|config| config.scan_mode)
+                .unwrap_or_default()
+        });
         self.plan_read(state, projection, filters, limit, mode)
             .await
     }

@@ -255,3 +255,37 @@ proptest! {
         });
     }
 }
+
+/// A lake-stream `Ev` and a plain `ev`: `INSERT INTO Ev` reads as `ev` in
+/// DataFusion's planner and as `Ev` as written. Like DELETE and TRUNCATE of
+/// the same spelling, it is refused with the quoted name to use, and writes
+/// neither table (issue 37, item 10).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_insert_checks_both_readings_of_its_name() {
+    let (_warehouse, ctx) = setup().await;
+    crate::support::run(&ctx, "CREATE TABLE \"ev\" (id INT NOT NULL, v STRING)").await;
+    for sql in [
+        "INSERT INTO Ev VALUES (3, 'x')",
+        "INSERT INTO default.Ev SELECT 3, 'x'",
+        "DELETE FROM Ev WHERE id = 1",
+        "TRUNCATE TABLE Ev",
+    ] {
+        let err = run_write(&ctx, sql).await.expect_err(sql);
+        assert!(
+            err.contains("Quote the name as it is stored: default.\"Ev\""),
+            "{sql}: {err}"
+        );
+    }
+    assert_eq!(ids(&ctx, "SELECT count(*) FROM \"ev\"").await, vec![0]);
+    assert_eq!(ids(&ctx, "SELECT count(*) FROM \"Ev$rt\"").await, vec![2]);
+    // Spelled as stored, each reaches its own table.
+    run_write(&ctx, "INSERT INTO \"Ev\" VALUES (3, 'x')")
+        .await
+        .unwrap();
+    run_write(&ctx, "INSERT INTO ev VALUES (4, 'y')")
+        .await
+        .unwrap();
+    assert_eq!(ids(&ctx, "SELECT id FROM \"ev\"").await, vec![4]);
+    assert_eq!(ids(&ctx, "SELECT count(*) FROM \"Ev$rt\"").await, vec![3]);
+    assert_eq!(snapshots(&ctx).await, vec![0, 0, 0]);
+}
