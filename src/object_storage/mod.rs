@@ -529,7 +529,7 @@ mod tests {
         for location in [
             "s3://AKIDKEY:TOPSECRET@bucket/w",
             "s3a://AKIDKEY@bucket/w",
-            "file://AKIDKEY:TOPSECRET@/tmp/w",
+            "s3://AKIDKEY:TOPSECRET@bucket/w/t.db/t",
         ] {
             let err = refuse_credentials_in_url("warehouse", location)
                 .expect_err(location)
