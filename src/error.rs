@@ -483,6 +483,20 @@ pub enum Error {
         reason: String,
     },
 
+    /// A `CREATE TABLE` declaring a table Paimon's writer refuses every write
+    /// to (an append table with a fixed `bucket` and no `bucket-key`, ...):
+    /// refused before anything is created.
+    #[error(
+        "cannot create table '{table}': Paimon would refuse every write to it as declared: \
+         {reason}. Nothing was created"
+    )]
+    CreateRefused {
+        /// The table's full name.
+        table: String,
+        /// Paimon's reason.
+        reason: String,
+    },
+
     /// Table maintenance (manifest compaction) could not finish; the table is
     /// as it was.
     #[error("maintenance of table '{table}' failed: {reason}")]
@@ -639,7 +653,8 @@ impl Error {
             | Error::NoStore { .. }
             | Error::UnknownStore { .. }
             | Error::RealtimeOptions { .. }
-            | Error::InvalidStatement { .. } => ErrorKind::UserInput,
+            | Error::InvalidStatement { .. }
+            | Error::CreateRefused { .. } => ErrorKind::UserInput,
             Error::RenameLakeStreamTable { .. }
             | Error::ReplaceLakeStreamTable { .. }
             | Error::MergeNotSupported { .. }

@@ -282,6 +282,76 @@ pub(crate) fn change_refusal(key: &str) -> Option<&'static str> {
     }
 }
 
+/// Refuses a table layout whose store rows tiering cannot put into Paimon as
+/// the union read shows them: a primary key that leaves out a partition
+/// column. With dynamic buckets (`'bucket'='-1'`, the default) Paimon then
+/// upserts a key across partitions (its new row deletes the row in the
+/// partition it leaves), and its writer takes no change kinds from the
+/// caller, so no tiering of such a table commits; with a fixed `bucket`
+/// Paimon keeps one row per key and partition while the union read keeps one
+/// per key (and Java Paimon refuses the table). A postponed bucket
+/// (`'bucket'='-2'`) is refused too: Paimon's batch read skips that bucket
+/// until a compaction moves its rows, so tiered rows would not show. Append
+/// tables and keys that hold every partition column pass.
+pub(crate) fn check_layout(
+    options: &HashMap<String, String>,
+    primary_keys: &[String],
+    partition_keys: &[String],
+) -> Result<(), Unsupported> {
+    if primary_keys.is_empty() {
+        return Ok(());
+    }
+    let bucket = CoreOptions::new(options).bucket();
+    if bucket == paimon::spec::POSTPONE_BUCKET {
+        return Err(unsupported(
+            quoted("bucket", &bucket.to_string()),
+            "Paimon writes a postponed-bucket table's rows to the postponed bucket, which its \
+             batch read skips until a compaction assigns them buckets, and nothing here \
+             compacts: the tiered rows would not show in the table. Set a fixed 'bucket' or \
+             leave it unset",
+        ));
+    }
+    let left_out: Vec<&str> = partition_keys
+        .iter()
+        .filter(|p| !primary_keys.contains(p))
+        .map(String::as_str)
+        .collect();
+    if left_out.is_empty() {
+        return Ok(());
+    }
+    let option = format!(
+        "PRIMARY KEY ({}) with PARTITIONED BY ({})",
+        primary_keys.join(", "),
+        partition_keys.join(", ")
+    );
+    let what = if bucket == -1 {
+        let set = match options.get("bucket") {
+            Some(value) => quoted("bucket", value),
+            None => "'bucket'='-1' (the default)".to_string(),
+        };
+        format!(
+            "with {set} Paimon upserts a key across partitions: a key's new row deletes its \
+             row in the partition it leaves. Paimon's writer takes no change kinds for such \
+             a table, so tiering the store's rows (which carry them) would fail every time \
+             and the store would never empty"
+        )
+    } else {
+        format!(
+            "with {} Paimon keeps one row per key and partition, while the union read keeps \
+             one per key (Java Paimon refuses such a table)",
+            quoted("bucket", &bucket.to_string())
+        )
+    };
+    Err(unsupported(
+        option,
+        format!(
+            "the primary key leaves out the partition column(s) {}; {what}. Put every \
+             partition column in the primary key",
+            left_out.join(", ")
+        ),
+    ))
+}
+
 fn engine(options: &HashMap<String, String>) -> Result<Engine, Unsupported> {
     let Some(value) = options.get(MERGE_ENGINE) else {
         return Ok(Engine::Deduplicate);
@@ -688,6 +758,59 @@ mod tests {
             MergeSpec::of(&options, &fields(), &[]).unwrap(),
             MergeSpec::plain()
         );
+    }
+
+    /// Issue 37: a primary key without a partition column is refused with
+    /// any bucket setting, naming the columns; keys that hold every
+    /// partition column, and append tables, pass.
+    #[test]
+    fn a_key_without_its_partition_columns_is_refused() {
+        let keys = |names: &[&str]| names.iter().map(|n| n.to_string()).collect::<Vec<_>>();
+        let options = |pairs: &[(&str, &str)]| {
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect::<HashMap<_, _>>()
+        };
+        let refused = check_layout(&options(&[]), &keys(&["k"]), &keys(&["p"])).unwrap_err();
+        assert_eq!(refused.option, "PRIMARY KEY (k) with PARTITIONED BY (p)");
+        assert!(
+            refused
+                .reason
+                .contains("leaves out the partition column(s) p")
+                && refused.reason.contains("'bucket'='-1' (the default)")
+                && refused.reason.contains("across partitions"),
+            "{}",
+            refused.reason
+        );
+        let refused = check_layout(
+            &options(&[("bucket", "4")]),
+            &keys(&["k", "a"]),
+            &keys(&["a", "b"]),
+        )
+        .unwrap_err();
+        assert!(
+            refused.reason.contains("column(s) b;")
+                && refused
+                    .reason
+                    .contains("'bucket'='4' Paimon keeps one row per key and partition"),
+            "{}",
+            refused.reason
+        );
+        let refused = check_layout(&options(&[("bucket", "-2")]), &keys(&["k"]), &[]).unwrap_err();
+        assert_eq!(refused.option, "'bucket'='-2'");
+        assert!(
+            refused.reason.contains("postponed bucket"),
+            "{}",
+            refused.reason
+        );
+        for (pk, partition) in [
+            (keys(&["k", "p"]), keys(&["p"])),
+            (keys(&["k"]), keys(&[])),
+            (keys(&[]), keys(&["p"])),
+        ] {
+            assert_eq!(check_layout(&options(&[]), &pk, &partition), Ok(()));
+        }
     }
 
     #[test]

@@ -29,6 +29,7 @@ impl LakeStreamCatalog {
             creation.options(),
             creation.fields(),
             creation.primary_keys(),
+            creation.partition_keys(),
             &self.store,
         )?;
         let store = self
@@ -201,6 +202,7 @@ impl LakeStreamCatalog {
             &options,
             schema.fields(),
             schema.primary_keys(),
+            schema.partition_keys(),
             &self.store,
         )?;
         check_no_tombstones("set 'lakestream.enabled'='true' on", &table, &options).await?;

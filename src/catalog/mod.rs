@@ -296,6 +296,7 @@ fn check_option_changes(
         &options_after(schema.options(), changes),
         schema.fields(),
         schema.primary_keys(),
+        schema.partition_keys(),
         store,
     )
 }
@@ -399,14 +400,16 @@ fn options_after(
 }
 
 /// Refuses merge settings the union read does not reproduce (see
-/// [`MergeSpec`]), and, on a store whose tiering does not write its change log
-/// as it is, any setting beyond plain `deduplicate`.
+/// [`MergeSpec`]), a layout tiering cannot write as the union read shows it
+/// (see [`crate::merge::check_layout`]), and, on a store whose tiering does
+/// not write its change log as it is, any setting beyond plain `deduplicate`.
 fn check_merge_settings(
     action: &str,
     identifier: &Identifier,
     table_options: &HashMap<String, String>,
     fields: &[DataField],
     primary_keys: &[String],
+    partition_keys: &[String],
     store: &StoreBinding,
 ) -> Result<()> {
     let refuse = |option: String, reason: String| Error::MergeNotSupported {
@@ -416,6 +419,8 @@ fn check_merge_settings(
         reason,
     };
     let spec = MergeSpec::of(table_options, fields, primary_keys)
+        .map_err(|unsupported| refuse(unsupported.option, unsupported.reason))?;
+    crate::merge::check_layout(table_options, primary_keys, partition_keys)
         .map_err(|unsupported| refuse(unsupported.option, unsupported.reason))?;
     if store.capabilities().tiers_its_log {
         return Ok(());
@@ -470,6 +475,7 @@ fn check_type_can_enable(
     table_options: &HashMap<String, String>,
     fields: &[DataField],
     primary_keys: &[String],
+    partition_keys: &[String],
     store: &StoreBinding,
 ) -> Result<()> {
     match CoreOptions::new(table_options).table_type()? {
@@ -479,6 +485,7 @@ fn check_type_can_enable(
             table_options,
             fields,
             primary_keys,
+            partition_keys,
             store,
         ),
         TableType::FormatTable => Err(Error::CannotEnable {
@@ -488,6 +495,34 @@ fn check_type_can_enable(
         _ => Err(Error::CannotEnable {
             table: identifier.full_name(),
             kind: "non-data table",
+        }),
+    }
+}
+
+/// Refuses a `CREATE TABLE` of a data table whose every write Paimon's
+/// writer would refuse (an append table with a fixed `bucket` and no
+/// `bucket-key`, ...), before anything is created: the catalogs create such
+/// a table, and it would stay, taking no row, with every later `CREATE`
+/// saying that it exists. Paimon's own writer decides, on the table as it
+/// would be created (held in memory: making a writer reads and writes no
+/// file).
+fn check_paimon_writes(identifier: &Identifier, creation: &Schema) -> Result<()> {
+    if CoreOptions::new(creation.options()).table_type()? != TableType::Table {
+        return Ok(());
+    }
+    let file_io = paimon::io::FileIOBuilder::new("memory").build()?;
+    let table = Table::new(
+        file_io,
+        identifier.clone(),
+        format!("memory:/lakestream-create-check/{}", identifier.full_name()),
+        paimon::spec::TableSchema::new(0, creation),
+        None,
+    );
+    match table.new_write_builder().new_write() {
+        Ok(_) => Ok(()),
+        Err(e) => Err(Error::CreateRefused {
+            table: identifier.full_name(),
+            reason: e.to_string(),
         }),
     }
 }
@@ -584,6 +619,7 @@ impl Catalog for LakeStreamCatalog {
         for (key, value) in creation.options() {
             options::check_table_option(&identifier.full_name(), key, value)?;
         }
+        check_paimon_writes(identifier, &creation)?;
         if !options::is_enabled(creation.options()) {
             return self
                 .inner

@@ -110,7 +110,7 @@ async fn a_killed_statement_leaves_some_of_its_rows_each_once() {
         (
             "killed_log",
             "CREATE TABLE killed_log (k BIGINT, v STRING) \
-             WITH ('bucket' = '1', 'lakestream.enabled' = 'true')",
+             WITH ('bucket' = '1', 'bucket-key' = 'k', 'lakestream.enabled' = 'true')",
         ),
         (
             "killed_kv",

@@ -123,7 +123,8 @@ async fn tables(
     .await;
     run(
         &ctx,
-        "CREATE TABLE lg (k INT, v STRING) WITH ('bucket' = '1', 'lakestream.enabled' = 'true')",
+        "CREATE TABLE lg (k INT, v STRING) \
+         WITH ('bucket' = '1', 'bucket-key' = 'k', 'lakestream.enabled' = 'true')",
     )
     .await;
     (cluster, warehouse, ctx)

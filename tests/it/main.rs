@@ -24,6 +24,7 @@ mod fluss_lifecycle;
 mod fluss_reads;
 mod history;
 mod independent;
+mod layouts;
 mod lease_races;
 mod local_commits;
 mod local_store;
