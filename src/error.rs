@@ -270,25 +270,33 @@ pub enum Error {
         table: String,
     },
 
-    /// Paimon expired the snapshot that said how far tiering reached, and
-    /// nothing else the store keeps proves it: guessing low would tier (and
-    /// show) rows twice, guessing high would lose them.
+    /// A Paimon snapshot the store needed to tell how far tiering reached
+    /// is gone, and nothing else the store keeps proves it: guessing low
+    /// would tier (and show) rows twice, guessing high would lose them. Who
+    /// expired it is not known: expiry keeps the snapshots the store's
+    /// Paimon consumer names, so it was an expiry that does not honour
+    /// consumers, or one that ran while the consumer file was missing.
     #[error(
-        "cannot tell how far tiering of '{table}' reached: Paimon snapshot {snapshot} has \
-         expired (another engine expired the table's snapshots), and the store recorded its \
-         tiering position only up to position {position}, while its log reaches position \
-         {end}; rows between the two may already be in Paimon. Reads of '{table}$rt', writes \
-         and tiering of '{table}' are refused so that no row is committed or shown twice. To \
-         go on: turn the mode off (ALTER TABLE {table} {TURN_OFF_HINT}), compare what \
-         '{table}' holds with the rows written last, discard the store's rows of the table by \
-         deleting '{dir}', turn the mode on again and write the missing rows again. Tiering \
-         regularly (it records its position) keeps this from happening"
+        "cannot tell how far tiering of '{table}' reached: Paimon snapshot {snapshot}, which \
+         the store needs to find its newest tiering commit, has expired although the store's \
+         Paimon consumer '{consumer}' asks expiry to keep it (an expiry that does not honour \
+         Paimon consumers, or one that ran while the consumer file was missing, removed it), \
+         and the store recorded its tiering position only up to position {position}, while \
+         its log reaches position {end}; rows between the two may already be in Paimon. Reads \
+         of '{table}$rt', writes and tiering of '{table}' are refused so that no row is \
+         committed or shown twice. To go on: turn the mode off (ALTER TABLE {table} \
+         {TURN_OFF_HINT}), compare what '{table}' holds with the rows written last, discard \
+         the store's rows of the table by deleting '{dir}', turn the mode on again and write \
+         the missing rows again"
     )]
     TieredPositionUnknown {
         /// The table's full name.
         table: String,
         /// The expired snapshot the search for the position ran into.
         snapshot: i64,
+        /// The Paimon consumer through which the store asks expiry to keep
+        /// its snapshots.
+        consumer: String,
         /// The position the store can prove.
         position: u64,
         /// Where the store's log ends.
@@ -497,6 +505,24 @@ pub enum Error {
         reason: String,
     },
 
+    /// A tag was asked for over a snapshot that an expiry is deleting (or
+    /// deleted while the tag was written): the tag would name deleted files,
+    /// so it was removed again.
+    #[error(
+        "cannot create tag '{tag}' of '{table}': {reason}, so the tag would name deleted \
+         files; it was not created. Tag a snapshot that is kept{newer}"
+    )]
+    TagOverExpiredSnapshot {
+        /// The table's full name.
+        table: String,
+        /// The tag's name.
+        tag: String,
+        /// Why the snapshot's files are not kept.
+        reason: String,
+        /// Which snapshots are kept, as ` (N or newer)`, when known.
+        newer: String,
+    },
+
     /// Table maintenance (manifest compaction) could not finish; the table is
     /// as it was.
     #[error("maintenance of table '{table}' failed: {reason}")]
@@ -668,7 +694,8 @@ impl Error {
             | Error::StrandedRows { .. }
             | Error::DropUnreachable { .. }
             | Error::StoreBindingMismatch { .. }
-            | Error::UntieredRows { .. } => ErrorKind::Conflict,
+            | Error::UntieredRows { .. }
+            | Error::TagOverExpiredSnapshot { .. } => ErrorKind::Conflict,
             Error::StoreUnavailable { .. }
             | Error::StoreTimeout { .. }
             | Error::StreamBehind { .. }

@@ -23,6 +23,7 @@
 
 pub mod expire;
 pub mod orphans;
+pub mod tags;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;

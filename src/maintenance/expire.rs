@@ -15,13 +15,11 @@
 //! expire, nor any snapshot a consumer (`ConsumerManager`) will read next or
 //! after, and one run expires at most `expire.limit` of them.
 //!
-//! One rule is ours: a run never expires the newest snapshot the `local`
-//! store's tiering committed ([`crate::store::local::TIER_USER`]). The store
-//! finds how far its log is tiered by walking back from the latest snapshot
-//! to its own newest tiering commit; its marker file covers the snapshots
-//! it recorded, but not a tiering commit whose process died before recording
-//! it (or is recording it right now). Keeping that commit keeps the walk
-//! short of any expired snapshot.
+//! Expiry knows no store: a store that needs snapshots kept (the `local`
+//! store proves how far it tiered by walking its table's snapshots down to
+//! the one it recorded) registers a Paimon consumer that reads the oldest
+//! of them next, and expiry, ours and Java Paimon's alike, keeps it and
+//! every snapshot after it.
 //!
 //! A tagged snapshot's file expires as in Paimon, but the tag keeps a copy of
 //! it: tags (of the table and of every branch) and branch snapshots count as
@@ -38,6 +36,14 @@
 //! only when none of those does. Files no expired snapshot names (an
 //! uncommitted write in progress, say) are never touched.
 //!
+//! # Tags created meanwhile
+//!
+//! Before it lists the tags, a run writes `tag/expiring-<run>` naming the
+//! first snapshot it keeps, and removes it when done; a tag created
+//! through this crate ([`super::tags::create_tag`]) reads those files after
+//! writing itself and is refused over a snapshot one covers. So a tag is
+//! either listed by the run (and keeps its files) or refused.
+//!
 //! # Order, and crash safety
 //!
 //! 1. Data files (and index and statistics files).
@@ -45,6 +51,9 @@
 //! 3. Manifest lists.
 //! 4. The snapshot files, oldest first.
 //! 5. The `EARLIEST` hint, naming the first retained snapshot.
+//! 6. The run's `tag/expiring-` file, and those of earlier runs whose
+//!    snapshots are all gone (a crashed run's stays until then: its
+//!    snapshots may have lost files already).
 //!
 //! Every deleted file is one no retained snapshot, tag or branch names, so a
 //! crash at any step leaves every retained snapshot readable, each row once.
@@ -73,7 +82,7 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 use std::time::Duration;
 
 use paimon::spec::{IndexManifest, Manifest, ManifestList, Snapshot};
-use paimon::table::{BranchManager, Table};
+use paimon::table::{BranchManager, Table, TagManager};
 
 use crate::error::{Error, Result};
 use crate::store::local::failpoint;
@@ -284,26 +293,6 @@ pub async fn expire_snapshots(
         }
         id -= 1;
     }
-    // Never past the newest tiering commit of the `local` store.
-    let mut newest_tiering_kept = false;
-    for id in (end..=latest).rev() {
-        match snapshots.get_snapshot(id).await {
-            Ok(snapshot) if is_tiering(&snapshot) => {
-                newest_tiering_kept = true;
-                break;
-            }
-            Ok(_) | Err(paimon::Error::SnapshotNotExist { .. }) => {}
-            Err(e) => return Err(e.into()),
-        }
-    }
-    if !newest_tiering_kept {
-        if let Some(id) = (begin..end)
-            .rev()
-            .find(|id| cache.get(id).is_some_and(is_tiering))
-        {
-            end = id;
-        }
-    }
     if end <= begin {
         return Ok(None);
     }
@@ -315,29 +304,43 @@ pub async fn expire_snapshots(
         })
         .collect::<Result<_>>()?;
 
-    // Everything the retained snapshots, the tags and the branches name.
-    let mut retained: Vec<Snapshot> = Vec::new();
-    for id in end..=latest {
-        match snapshots.get_snapshot(id).await {
-            Ok(snapshot) => retained.push(snapshot),
-            Err(paimon::Error::SnapshotNotExist { .. }) => {
-                return Err(fail(format!(
-                    "snapshot {id}, which is kept, is missing (another expiry ran at the same \
-                     time?); nothing was deleted"
-                )))
+    // Tags being created learn that these snapshots go before the tags are
+    // listed ([`super::tags`]): a tag is either listed here or refused.
+    let fence = super::tags::announce(table, end).await?;
+    let collected = async {
+        // Everything the retained snapshots, the tags and the branches name.
+        let mut retained: Vec<Snapshot> = Vec::new();
+        for id in end..=latest {
+            match snapshots.get_snapshot(id).await {
+                Ok(snapshot) => retained.push(snapshot),
+                Err(paimon::Error::SnapshotNotExist { .. }) => {
+                    return Err(fail(format!(
+                        "snapshot {id}, which is kept, is missing (another expiry ran at the \
+                         same time?); nothing was deleted"
+                    )))
+                }
+                Err(e) => return Err(e.into()),
             }
-            Err(e) => return Err(e.into()),
         }
+        retained.extend(tags_and_branches(table).await?);
+        let mut keep = Files::default();
+        for snapshot in &retained {
+            collect(table, snapshot, &mut keep, true).await?;
+        }
+        let mut named = Files::default();
+        for snapshot in &expired {
+            collect(table, snapshot, &mut named, false).await?;
+        }
+        Ok::<_, Error>((keep, named))
     }
-    retained.extend(tags_and_branches(table).await?);
-    let mut keep = Files::default();
-    for snapshot in &retained {
-        collect(table, snapshot, &mut keep, true).await?;
-    }
-    let mut named = Files::default();
-    for snapshot in &expired {
-        collect(table, snapshot, &mut named, false).await?;
-    }
+    .await;
+    let (keep, named) = match collected {
+        Ok(collected) => collected,
+        Err(e) => {
+            super::tags::withdraw(table, fence).await;
+            return Err(e);
+        }
+    };
 
     // Where the data, index and statistics files are: listed once.
     let location = table.location().trim_end_matches('/').to_string();
@@ -428,6 +431,7 @@ pub async fn expire_snapshots(
     }
     failpoint("expire-before-hint");
     snapshots.write_earliest_hint(end).await?;
+    super::tags::lift(table, fence, end).await?;
     Ok(Some(report))
 }
 
@@ -458,9 +462,7 @@ fn decoupled_changelog(table: &Table) -> Option<&'static str> {
 /// and data directories.)
 pub(crate) async fn tags_and_branches(table: &Table) -> Result<Vec<Snapshot>> {
     let snapshots = table.snapshot_manager();
-    let mut found: Vec<Snapshot> = table
-        .tag_manager()
-        .list_all()
+    let mut found: Vec<Snapshot> = list_tags(&table.tag_manager())
         .await?
         .into_iter()
         .map(|t| t.1)
@@ -469,16 +471,26 @@ pub(crate) async fn tags_and_branches(table: &Table) -> Result<Vec<Snapshot>> {
     for branch in branches.list_all().await? {
         found.extend(snapshots.with_branch(&branch).list_all().await?);
         found.extend(
-            table
-                .tag_manager()
-                .with_branch(&branch)
-                .list_all()
+            list_tags(&table.tag_manager().with_branch(&branch))
                 .await?
                 .into_iter()
                 .map(|t| t.1),
         );
     }
     Ok(found)
+}
+
+/// Every tag `tags` lists, with its snapshot; one deleted between the
+/// listing and its read (a tag refused by [`super::tags::create_tag`], or
+/// deleted) is left out, where paimon's `list_all` fails.
+pub(crate) async fn list_tags(tags: &TagManager) -> Result<Vec<(String, Snapshot)>> {
+    let mut out = Vec::new();
+    for name in tags.list_all_names().await? {
+        if let Some(snapshot) = tags.get(&name).await? {
+            out.push((name, snapshot));
+        }
+    }
+    Ok(out)
 }
 
 /// File names a set of snapshots references.
@@ -575,13 +587,6 @@ pub(crate) async fn collect(
         files.files.insert(statistics.to_string());
     }
     Ok(())
-}
-
-/// Whether the `local` store's tiering committed `snapshot`.
-fn is_tiering(snapshot: &Snapshot) -> bool {
-    snapshot
-        .commit_user()
-        .starts_with(crate::store::local::TIER_USER)
 }
 
 /// Deletes `path`; one already gone is fine (a crashed run deleted it).

@@ -338,7 +338,8 @@ impl Kind {
                 "rewrites the newest snapshot's manifests, or an append table's small data \
                  files, into fewer, as a `COMPACT` snapshot that changes no row; expires the \
                  oldest snapshots beyond Paimon's `snapshot.*` retention options, never the \
-                 latest, a tagged one's files, or the store's newest tiering commit; deletes \
+                 latest, a tagged one's files, or one a Paimon consumer (such as the store's) \
+                 reads next or later; deletes \
                  files no snapshot, tag or branch references once older than `older_than`, a \
                  day by default (any Paimon table of the catalog; see docs/maintenance.md)",
                 Some("CALL sys.compact_manifest('default.{t}')"),
@@ -357,7 +358,8 @@ impl Kind {
                  `rename_tag`",
                 H::Allowed,
                 E::None,
-                "a tag names one of Paimon's snapshots and changes no rows",
+                "a tag names one of Paimon's snapshots and changes no rows; `create_tag` is \
+                 refused over a snapshot an expiry is removing",
                 Some(
                     "CALL sys.create_tag(table => 'default.{t}', tag => 'tag1', snapshot_id => 1)",
                 ),
@@ -577,14 +579,16 @@ fn procedure_kind(function: &Function) -> Kind {
         return Kind::OtherProcedure;
     };
     let is = |names: &[&str]| names.iter().any(|n| n.eq_ignore_ascii_case(name));
+    // Tags first: `create_tag` runs as a maintenance procedure (checked
+    // against expiry), but is a tag procedure.
     if is(STORE_PROCEDURES) {
         Kind::StoreProcedure
+    } else if is(TAG_PROCEDURES) {
+        Kind::Tags
     } else if crate::table::Maintenance::named(name).is_some() {
         Kind::Maintenance
     } else if is(ROLLBACK_PROCEDURES) {
         Kind::Rollback
-    } else if is(TAG_PROCEDURES) {
-        Kind::Tags
     } else if is(BRANCH_PROCEDURES) {
         Kind::Branches
     } else if is(INDEX_PROCEDURES) {

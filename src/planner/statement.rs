@@ -200,7 +200,9 @@ impl StatementFilter<'_> {
                 }
                 self.route_dml("TRUNCATE", None).await
             }
-            (Kind::StoreProcedure | Kind::Maintenance, Statement::Call(function)) => {
+            // Of the tag procedures, `create_tag` is this crate's (see
+            // `crate::maintenance::tags`); the others are paimon's.
+            (Kind::StoreProcedure | Kind::Maintenance | Kind::Tags, Statement::Call(function)) => {
                 let state = self.session.state();
                 let defaults = &state.config_options().catalog;
                 Ok(Checked::route(

@@ -12,6 +12,9 @@
 //! - `remove_orphan_files('db.t'[, older_than, dry_run])`: the files of the
 //!   table's directory that nothing references, once older than
 //!   `older_than` (one day ago when left out or NULL).
+//! - `create_tag('db.t', 'tag'[, snapshot_id])`: Paimon's tag, acknowledged
+//!   only over a snapshot whose files expiry keeps
+//!   ([`crate::maintenance::tags`]).
 //!
 //! On a lake-stream table of the catalog's store each runs under the
 //! store's commit lock ([`crate::catalog::LakeStreamCatalog::maintain`]), as
@@ -20,7 +23,7 @@
 
 use std::sync::Arc;
 
-use datafusion::arrow::array::{ArrayRef, Int64Array, UInt64Array};
+use datafusion::arrow::array::{ArrayRef, Int64Array, StringArray, UInt64Array};
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use datafusion::catalog::{TableFunctionArgs, TableFunctionImpl};
 use datafusion::common::ScalarValue;
@@ -33,6 +36,7 @@ use super::tier::{resolve, ProcedureTable, Run};
 use crate::error::Result;
 use crate::maintenance::expire::{expire_snapshots, Expiry};
 use crate::maintenance::orphans::{find_orphan_files, remove_orphan_files};
+use crate::maintenance::tags::create_tag;
 use crate::maintenance::{compact, compact_manifests, Compaction, When};
 use crate::planner::PlannerState;
 
@@ -47,15 +51,18 @@ pub(crate) enum Maintenance {
     ExpireSnapshots,
     /// Paimon's `remove_orphan_files`.
     RemoveOrphanFiles,
+    /// Paimon's `create_tag`.
+    CreateTag,
 }
 
 impl Maintenance {
     /// Every maintenance procedure.
-    pub(crate) const ALL: [Maintenance; 4] = [
+    pub(crate) const ALL: [Maintenance; 5] = [
         Maintenance::CompactManifest,
         Maintenance::Compact,
         Maintenance::ExpireSnapshots,
         Maintenance::RemoveOrphanFiles,
+        Maintenance::CreateTag,
     ];
 
     /// The name it is registered and called under (Paimon's).
@@ -65,6 +72,7 @@ impl Maintenance {
             Maintenance::Compact => "compact",
             Maintenance::ExpireSnapshots => "expire_snapshots",
             Maintenance::RemoveOrphanFiles => "remove_orphan_files",
+            Maintenance::CreateTag => "create_tag",
         }
     }
 
@@ -84,6 +92,7 @@ impl Maintenance {
                 &["retain_max", "retain_min", "older_than", "max_deletes"]
             }
             Maintenance::RemoveOrphanFiles => &["older_than", "dry_run"],
+            Maintenance::CreateTag => &["tag", "snapshot_id"],
         }
     }
 
@@ -101,6 +110,10 @@ impl Maintenance {
                 "then optionally older_than (a timestamp such as '2025-01-01 12:00:00', UTC; NULL \
                  for one day ago) and dry_run (true or false): remove_orphan_files('db.t', \
                  '2025-01-01 12:00:00')"
+            }
+            Maintenance::CreateTag => {
+                "then the tag's name (a string) and optionally snapshot_id (a number; NULL for \
+                 the latest snapshot): create_tag('db.t', 'tag1', 3)"
             }
         }
     }
@@ -135,6 +148,11 @@ impl Maintenance {
                 count("deleted_files", false),
                 count("deleted_bytes", false),
             ],
+            Maintenance::CreateTag => vec![
+                table,
+                Field::new("tag", DataType::Utf8, false),
+                Field::new("snapshot_id", DataType::Int64, false),
+            ],
         };
         Arc::new(Schema::new(fields))
     }
@@ -149,6 +167,10 @@ pub(super) enum Job {
     RemoveOrphanFiles {
         older_than_ms: Option<u64>,
         dry_run: bool,
+    },
+    CreateTag {
+        tag: String,
+        snapshot_id: Option<i64>,
     },
 }
 
@@ -221,6 +243,13 @@ impl Job {
                 vec![
                     Arc::new(UInt64Array::from(vec![count(report.deleted.len())])),
                     Arc::new(UInt64Array::from(vec![report.deleted_bytes])),
+                ]
+            }
+            Job::CreateTag { tag, snapshot_id } => {
+                let created = create_tag(table, &tag, snapshot_id).await?;
+                vec![
+                    Arc::new(StringArray::from(vec![tag])),
+                    Arc::new(Int64Array::from(vec![created.snapshot_id])),
                 ]
             }
         })
@@ -326,6 +355,20 @@ impl TableFunctionImpl for MaintenanceFunction {
                         return Err(usage(format!("dry_run = {value} is not true or false")))
                     }
                 },
+            },
+            Maintenance::CreateTag => Job::CreateTag {
+                tag: match argument("tag") {
+                    Some(ScalarValue::Utf8(Some(tag)) | ScalarValue::Utf8View(Some(tag))) => {
+                        tag.clone()
+                    }
+                    Some(value) => return Err(usage(format!("tag = {value} is not a string"))),
+                    None => return Err(usage("the tag's name is missing".to_string())),
+                },
+                snapshot_id: count("snapshot_id")?
+                    .map(|n| {
+                        i64::try_from(n).map_err(|_| usage(format!("snapshot_id = {n} is too big")))
+                    })
+                    .transpose()?,
             },
         };
         let target = resolve(&self.state, &args, function, name)?;

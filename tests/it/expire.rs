@@ -516,3 +516,181 @@ async fn a_crash_at_any_step_is_finished_by_the_next_expiry() {
         assert_eq!(f.rows("SELECT * FROM pkp").await.len(), want.len() + 1);
     }
 }
+
+/// Issue 37, item 6: a table promoted with rows (its store starts at the
+/// promoted snapshot), written to (acknowledged), compacted and expired
+/// down to one snapshot before its first tiering. The store's consumer
+/// keeps the snapshots after the promoted one, so `t$rt`, writes and
+/// tiering go on, every acknowledged row once; in a new process too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn expiry_before_the_first_tiering_keeps_a_promoted_tables_position() {
+    let mut f = Fx::new().await;
+    f.run("CREATE TABLE p (id INT, v STRING)").await;
+    f.run("INSERT INTO p VALUES (1, 'a')").await;
+    f.run("INSERT INTO p VALUES (2, 'b')").await;
+    f.run("ALTER TABLE p SET TBLPROPERTIES ('lakestream.enabled' = 'true')")
+        .await;
+    f.run("INSERT INTO p VALUES (3, 'c')").await;
+    f.run("CALL sys.compact('default.p')").await;
+    let answer = f
+        .rows(&format!(
+            "CALL sys.expire_snapshots(table => 'default.p', retain_max => 1, retain_min => 1, \
+             {EXPIRE_ALL})"
+        ))
+        .await;
+    let promoted = 2;
+    assert!(
+        f.ids("p")
+            .await
+            .first()
+            .is_some_and(|id| *id <= promoted + 1),
+        "the snapshots after the promoted one stay: {:?} ({answer:?})",
+        f.ids("p").await
+    );
+    let want: Vec<String> = ["1|a", "2|b", "3|c"].map(String::from).to_vec();
+    assert_eq!(f.rows("SELECT * FROM p$rt").await, want);
+    f.run("INSERT INTO p VALUES (4, 'd')").await;
+    f.tier("p").await;
+    let want: Vec<String> = ["1|a", "2|b", "3|c", "4|d"].map(String::from).to_vec();
+    assert_eq!(f.rows("SELECT * FROM p").await, want);
+    assert_eq!(f.rows("SELECT * FROM p$rt").await, want);
+    // Tiering moved the consumer: expiry keeps less now, and the position
+    // stays proven, in a new process too.
+    f.run("CALL sys.compact('default.p')").await;
+    f.run(&format!(
+        "CALL sys.expire_snapshots(table => 'default.p', retain_max => 1, retain_min => 1, \
+         {EXPIRE_ALL})"
+    ))
+    .await;
+    f.restart().await;
+    f.run("INSERT INTO p VALUES (5, 'e')").await;
+    let mut want = want;
+    want.push("5|e".to_string());
+    assert_eq!(f.rows("SELECT * FROM p$rt").await, want);
+    f.tier("p").await;
+    assert_eq!(f.rows("SELECT * FROM p").await, want);
+    exactly_the_referenced_files(&f.table("p").await).await;
+}
+
+/// Every file the tag `name` of `table` names is on disk: its manifest
+/// lists, manifests and data files.
+async fn tag_is_whole(table: &Table, name: &str) -> Result<(), String> {
+    let Some(snapshot) = table
+        .tag_manager()
+        .get(name)
+        .await
+        .map_err(|e| e.to_string())?
+    else {
+        return Err(format!("tag '{name}' is not listed"));
+    };
+    let io = table.file_io();
+    let dir = table.snapshot_manager().manifest_dir();
+    let disk = disk_files(table);
+    for list in [
+        snapshot.base_manifest_list().to_string(),
+        snapshot.delta_manifest_list().to_string(),
+    ] {
+        let metas = ManifestList::read(io, &format!("{dir}/{list}"))
+            .await
+            .map_err(|e| format!("tag '{name}': manifest list {list}: {e}"))?;
+        for meta in metas {
+            let entries = Manifest::read(io, &format!("{dir}/{}", meta.file_name()))
+                .await
+                .map_err(|e| format!("tag '{name}': manifest {}: {e}", meta.file_name()))?;
+            for entry in entries {
+                let file = &entry.file().file_name;
+                if !disk.contains(file) {
+                    return Err(format!("tag '{name}': data file {file} is gone"));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Issue 37, item 7: `CALL sys.create_tag` over the oldest snapshot racing
+/// `CALL sys.expire_snapshots` that expires it, round after round, from two
+/// contexts (two catalogs, as two processes would be): every tag the call
+/// acknowledged names files that are all there, and reads as its snapshot
+/// did; a refused one is refused with the error that says why, and is not
+/// listed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tag_created_during_expiry_is_whole_or_refused() {
+    let f = Fx::new().await;
+    f.run("CREATE TABLE g (id INT, v STRING)").await;
+    let (mut acknowledged, mut refused) = (0, 0);
+    for round in 0..40usize {
+        for n in 0..2 {
+            let id = round * 2 + n;
+            f.run(&format!("INSERT INTO g VALUES ({id}, 'v{id}')"))
+                .await;
+        }
+        let oldest = f.ids("g").await[0];
+        let rows_then = f
+            .rows(&format!("SELECT * FROM g VERSION AS OF {oldest}"))
+            .await;
+        let tag = format!("t{round}");
+        let expirer = context(f.dir.path()).await;
+        let tagger = context(f.dir.path()).await;
+        let expire = tokio::spawn(async move {
+            crate::support::try_run(
+                &expirer,
+                &format!(
+                    "CALL sys.expire_snapshots(table => 'default.g', retain_max => 1, \
+                     retain_min => 1, {EXPIRE_ALL})"
+                ),
+            )
+            .await
+        });
+        let delay = std::time::Duration::from_millis((round % 8) as u64 * 3);
+        let sql = format!(
+            "CALL sys.create_tag(table => 'default.g', tag => '{tag}', snapshot_id => {oldest})"
+        );
+        let create = tokio::spawn(async move {
+            tokio::time::sleep(delay).await;
+            crate::support::try_run(&tagger, &sql).await
+        });
+        let expired = expire.await.expect("expiry task");
+        let created = create.await.expect("tag task");
+        expired.unwrap_or_else(|e| panic!("round {round}: expiry: {e}"));
+        let table = f.table("g").await;
+        match created {
+            Ok(()) => {
+                acknowledged += 1;
+                tag_is_whole(&table, &tag)
+                    .await
+                    .unwrap_or_else(|e| panic!("round {round}: acknowledged, but {e}"));
+                assert_eq!(
+                    f.rows(&format!("SELECT * FROM g VERSION AS OF '{tag}'"))
+                        .await,
+                    rows_then,
+                    "round {round}: the tag of snapshot {oldest}"
+                );
+            }
+            Err(e) => {
+                refused += 1;
+                assert!(
+                    e.contains(&format!("cannot create tag '{tag}'")),
+                    "round {round}: {e}"
+                );
+                let listed = table.tag_manager().tag_exists(&tag).await.expect("tags");
+                assert!(!listed, "round {round}: a refused tag is listed: {e}");
+            }
+        }
+    }
+    assert!(
+        acknowledged > 0,
+        "no tag was acknowledged ({refused} refused)"
+    );
+    // No fence is left behind: tags of kept snapshots are taken.
+    let latest = *f.ids("g").await.last().expect("a snapshot");
+    f.run(&format!(
+        "CALL sys.create_tag(table => 'default.g', tag => 'last', snapshot_id => {latest})"
+    ))
+    .await;
+    let fences = crate::support::files_where(&f.warehouse(), |p| {
+        p.file_name()
+            .is_some_and(|n| n.to_string_lossy().starts_with("expiring-"))
+    });
+    assert!(fences.is_empty(), "{fences:?}");
+}

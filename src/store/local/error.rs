@@ -280,6 +280,19 @@ pub(crate) enum LocalStoreError {
         /// The snapshot there now.
         latest: Option<i64>,
     },
+
+    /// Registering (or moving) the store's Paimon consumer, through which
+    /// snapshot expiry keeps the snapshots the store needs, failed.
+    #[error(
+        "cannot write Paimon consumer '{path}', which tells snapshot expiry which snapshots the \
+         store needs to prove how far tiering reached: {source}"
+    )]
+    Consumer {
+        /// The consumer file.
+        path: String,
+        /// Paimon's error.
+        source: paimon::Error,
+    },
 }
 
 impl LocalStoreError {
@@ -299,7 +312,8 @@ impl LocalStoreError {
             | LocalStoreError::TrimmedUnderRead { .. }
             | LocalStoreError::AttachedMeanwhile { .. }
             | LocalStoreError::TieredElsewhere { .. }
-            | LocalStoreError::SnapshotLanded { .. } => ErrorKind::Unavailable,
+            | LocalStoreError::SnapshotLanded { .. }
+            | LocalStoreError::Consumer { .. } => ErrorKind::Unavailable,
             LocalStoreError::Blocking { source, .. } if source.is_panic() => ErrorKind::Internal,
             LocalStoreError::Blocking { .. } => ErrorKind::Unavailable,
             LocalStoreError::Unreadable { .. }

@@ -633,6 +633,52 @@ impl std::fmt::Debug for TableState {
     }
 }
 
+/// Where the Paimon consumer `consumer` of `table` lives (Paimon's
+/// `ConsumerManager` layout, which Java Paimon's expiry reads too).
+fn consumer_path(table: &Table, consumer: &str) -> String {
+    format!(
+        "{}/consumer/consumer-{consumer}",
+        table.location().trim_end_matches('/')
+    )
+}
+
+/// Registers the incarnation's position as a Paimon consumer (named after
+/// its commit user) that reads `next` next: snapshot expiry, ours and Java
+/// Paimon's, keeps `next` and every snapshot after it. The store needs them
+/// to prove its tiered position: the search for its newest tiering commit
+/// walks down to the marker's snapshot (or the one after the base
+/// snapshot), and an expired snapshot in between makes the position
+/// unknown. Tiering moves it forward each time it records its marker.
+async fn pin(table: &Table, consumer: &str, next: i64) -> Result<()> {
+    let path = consumer_path(table, consumer);
+    let json = serde_json::json!({ "nextSnapshot": next }).to_string();
+    let written = async {
+        table
+            .file_io()
+            .mkdirs(&format!(
+                "{}/consumer/",
+                table.location().trim_end_matches('/')
+            ))
+            .await?;
+        table
+            .file_io()
+            .new_output(&path)?
+            .write(Bytes::from(json))
+            .await
+    }
+    .await;
+    written.map_err(|source| LocalStoreError::Consumer { path, source }.into())
+}
+
+/// Removes the consumer of an incarnation that was never used; best effort
+/// (one left behind keeps snapshots until deleted by hand).
+async fn unpin(table: &Table, consumer: &str) {
+    let _ = table
+        .file_io()
+        .delete_file(&consumer_path(table, consumer))
+        .await;
+}
+
 pub(crate) fn now_ms() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -748,19 +794,62 @@ impl TableState {
         table: &Table,
     ) -> Result<Arc<Incarnation>> {
         let meta = meta.ok_or_else(|| self.missing())?;
-        let incarnation = {
+        let (incarnation, fresh) = {
             let mut current = self.current.lock().unwrap_or_else(|e| e.into_inner());
             match current.as_ref() {
-                Some(known) if known.id == meta.incarnation => Arc::clone(known),
+                Some(known) if known.id == meta.incarnation => (Arc::clone(known), false),
                 _ => {
                     let fresh = Arc::new(Incarnation::new(&self.dir, &meta));
                     *current = Some(Arc::clone(&fresh));
-                    fresh
+                    (fresh, true)
                 }
             }
         };
         self.check_paimon(&incarnation, table).await?;
+        if fresh {
+            self.ensure_pinned(&incarnation, table).await;
+        }
         Ok(incarnation)
+    }
+
+    /// An incarnation attached by an older version of this crate has no
+    /// consumer ([`pin`]) yet: the first time this process opens it, one is
+    /// registered from the marker's snapshot (or the base snapshot's
+    /// successor). Best effort: a store that cannot write it works as
+    /// before, without the pin, and says so on the log.
+    async fn ensure_pinned(&self, incarnation: &Incarnation, table: &Table) {
+        let path = consumer_path(table, &incarnation.user);
+        match table.file_io().exists(&path).await {
+            Ok(true) => return,
+            Ok(false) => {}
+            Err(e) => {
+                log::warn!(
+                    "lakestream store '{LOCAL}': cannot check Paimon consumer '{path}' of \
+                     '{}': {e}",
+                    self.name()
+                );
+                return;
+            }
+        }
+        let next = match self.known(incarnation).await {
+            Ok(Some(marker)) => marker.snapshot_id,
+            Ok(None) => incarnation.base_snapshot.map_or(1, |b| b + 1),
+            Err(e) => {
+                log::warn!(
+                    "lakestream store '{LOCAL}': cannot register Paimon consumer '{path}' of \
+                     '{}' (its tiering marker is unreadable: {e}); snapshot expiry does not \
+                     know which snapshots the store needs",
+                    self.name()
+                );
+                return;
+            }
+        };
+        if let Err(e) = pin(table, &incarnation.user, next).await {
+            log::warn!(
+                "lakestream store '{LOCAL}': {e}; snapshot expiry does not know which snapshots \
+                 the store needs"
+            );
+        }
     }
 
     /// Whether `table` is the Paimon table the incarnation was attached to,
@@ -872,12 +961,19 @@ impl TableState {
         if version.is_some() {
             self.root.check_conditional_replace().await?;
         }
+        // Before `table.json` names the incarnation: from then on its
+        // position is proven by the snapshots after the base one, which
+        // expiry must keep until tiering records a newer one.
+        let fresh = Incarnation::new(&self.dir, &meta);
+        pin(table, &fresh.user, base_snapshot.map_or(1, |b| b + 1)).await?;
         let outcome = self
             .root
             .replace_if(&location, Bytes::from(bytes), version)
             .await?;
         *self.current.lock().unwrap_or_else(|e| e.into_inner()) = None;
         if outcome == Replaced::Changed {
+            // Another process attached: this incarnation is never used.
+            unpin(table, &fresh.user).await;
             // Attached by another process meanwhile: to this Paimon table,
             // the work is done; to another, this process's view is stale.
             return match self.read_meta().await? {
@@ -1864,6 +1960,7 @@ impl TableState {
         Err(Error::TieredPositionUnknown {
             table: self.name(),
             snapshot: expired,
+            consumer: incarnation.user.clone(),
             position: covered,
             end,
             dir: self.file(&self.dir),
@@ -2024,7 +2121,7 @@ impl TableState {
                 .await?;
             let Some((end, rows)) = chunk else {
                 // Caught up: what Paimon holds can go from the store.
-                self.trim(&incarnation, position, snapshot_id, retention)
+                self.trim(&incarnation, table, position, snapshot_id, retention)
                     .await?;
                 return Ok(report);
             };
@@ -2041,7 +2138,8 @@ impl TableState {
                 }
                 .into());
             }
-            self.trim(&incarnation, end, snapshot_id, retention).await?;
+            self.trim(&incarnation, table, end, snapshot_id, retention)
+                .await?;
         }
     }
 
@@ -2188,15 +2286,18 @@ impl TableState {
     async fn trim(
         &self,
         incarnation: &Incarnation,
+        table: &Table,
         position: u64,
         snapshot_id: Option<i64>,
         retention: Duration,
     ) -> Result<()> {
         let mut marker = self.marker(incarnation).await?.unwrap_or_default();
         let mut changed = false;
+        let mut pinned = None;
         let now = now_ms();
         if marker.position < position {
             if let Some(snapshot_id) = snapshot_id {
+                pinned = Some(snapshot_id);
                 marker.snapshot_id = snapshot_id;
                 marker.position = position;
                 marker.history.push(Passed {
@@ -2225,6 +2326,12 @@ impl TableState {
             self.root
                 .put_replace(&path::tiered_marker(&incarnation.dir), Bytes::from(bytes))
                 .await?;
+        }
+        if let Some(snapshot_id) = pinned {
+            // After the marker: the snapshots from the marker's on prove the
+            // position (and find a tiering commit whose marker a crash kept
+            // from being written); the older ones may expire now.
+            pin(table, &incarnation.user, snapshot_id).await?;
         }
         let Some(below) = below else {
             return Ok(());
