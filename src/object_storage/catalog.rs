@@ -6,7 +6,10 @@
 //!
 //! Every trait method is forwarded, the defaulted ones and `as_any`
 //! included: a method left to its default would silently turn off views,
-//! tags, partitions or REST procedures of the wrapped catalog.
+//! tags, partitions or REST procedures of the wrapped catalog. Those of a
+//! file-system catalog that write metadata files (`create_table`,
+//! `alter_table`, `create_tag`) are made on the same file IO instead
+//! ([`super::ddl`]), so that those files too are published whole.
 
 use std::any::Any;
 use std::collections::HashMap;
@@ -112,6 +115,24 @@ impl SafeCommits {
         }
     }
 
+    /// The wrapped catalog as paimon's file-system catalog, with the file IO
+    /// its DDL writes through ([`super::ddl`]); `None` for other catalogs.
+    fn filesystem(&self) -> paimon::Result<Option<(&paimon::FileSystemCatalog, &FileIO)>> {
+        let Some(catalog) = self
+            .inner
+            .as_any()
+            .and_then(|any| any.downcast_ref::<paimon::FileSystemCatalog>())
+        else {
+            return Ok(None);
+        };
+        match &self.file_io {
+            Ok(file_io) => Ok(Some((catalog, file_io))),
+            Err(message) => Err(paimon::Error::ConfigInvalid {
+                message: message.clone(),
+            }),
+        }
+    }
+
     /// `table` on the catalog's file IO, when it lives where the warehouse
     /// does and commits through its files.
     fn guard(&self, table: Table) -> paimon::Result<Table> {
@@ -187,12 +208,26 @@ impl Catalog for SafeCommits {
         creation: Schema,
         ignore_if_exists: bool,
     ) -> paimon::Result<()> {
-        self.with_schema_lock(
-            identifier.database(),
-            self.inner
-                .create_table(identifier, creation, ignore_if_exists),
-        )
-        .await
+        let create = async {
+            match self.filesystem()? {
+                Some((catalog, file_io)) if super::ddl::creates(&creation)? => {
+                    super::ddl::create_table(
+                        catalog,
+                        file_io,
+                        identifier,
+                        creation,
+                        ignore_if_exists,
+                    )
+                    .await
+                }
+                _ => {
+                    self.inner
+                        .create_table(identifier, creation, ignore_if_exists)
+                        .await
+                }
+            }
+        };
+        self.with_schema_lock(identifier.database(), create).await
     }
 
     async fn drop_table(
@@ -233,13 +268,28 @@ impl Catalog for SafeCommits {
         changes: Vec<SchemaChange>,
         ignore_if_not_exists: bool,
     ) -> paimon::Result<()> {
-        self.with_schema_lock(
-            identifier.database(),
-            self.inner
-                .alter_table(identifier, changes, ignore_if_not_exists),
-        )
-        .await
+        let alter = async {
+            match self.filesystem()? {
+                Some((catalog, file_io)) => {
+                    super::ddl::alter_table(
+                        catalog,
+                        file_io,
+                        identifier,
+                        changes,
+                        ignore_if_not_exists,
+                    )
+                    .await
+                }
+                None => {
+                    self.inner
+                        .alter_table(identifier, changes, ignore_if_not_exists)
+                        .await
+                }
+            }
+        };
+        self.with_schema_lock(identifier.database(), alter).await
     }
+
     async fn create_tag(
         &self,
         identifier: &Identifier,
@@ -247,6 +297,17 @@ impl Catalog for SafeCommits {
         snapshot_id: Option<i64>,
         ignore_if_exists: bool,
     ) -> paimon::Result<()> {
+        if self.filesystem()?.is_some() {
+            return self
+                .create_tag_with_retention(
+                    identifier,
+                    tag_name,
+                    snapshot_id,
+                    None,
+                    ignore_if_exists,
+                )
+                .await;
+        }
         self.inner
             .create_tag(identifier, tag_name, snapshot_id, ignore_if_exists)
             .await
@@ -260,6 +321,17 @@ impl Catalog for SafeCommits {
         time_retained: Option<&str>,
         ignore_if_exists: bool,
     ) -> paimon::Result<()> {
+        if self.filesystem()?.is_some() {
+            let table = self.get_table(identifier).await?;
+            return super::ddl::create_tag(
+                &table,
+                tag_name,
+                snapshot_id,
+                time_retained,
+                ignore_if_exists,
+            )
+            .await;
+        }
         self.inner
             .create_tag_with_retention(
                 identifier,
