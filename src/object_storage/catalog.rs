@@ -7,9 +7,11 @@
 //! Every trait method is forwarded, the defaulted ones and `as_any`
 //! included: a method left to its default would silently turn off views,
 //! tags, partitions or REST procedures of the wrapped catalog. Those of a
-//! file-system catalog that write metadata files (`create_table`,
-//! `alter_table`, `create_tag`) are made on the same file IO instead
-//! ([`super::ddl`]), so that those files too are published whole.
+//! file-system catalog that write schema files (`create_table`,
+//! `alter_table`) are made on the same file IO instead ([`super::ddl`]), so
+//! that those files too are published whole; the lake-stream catalog makes
+//! tags itself, on the tables this catalog returns
+//! ([`crate::maintenance::tags`]).
 
 use std::any::Any;
 use std::collections::HashMap;
@@ -297,17 +299,6 @@ impl Catalog for SafeCommits {
         snapshot_id: Option<i64>,
         ignore_if_exists: bool,
     ) -> paimon::Result<()> {
-        if self.filesystem()?.is_some() {
-            return self
-                .create_tag_with_retention(
-                    identifier,
-                    tag_name,
-                    snapshot_id,
-                    None,
-                    ignore_if_exists,
-                )
-                .await;
-        }
         self.inner
             .create_tag(identifier, tag_name, snapshot_id, ignore_if_exists)
             .await
@@ -321,17 +312,6 @@ impl Catalog for SafeCommits {
         time_retained: Option<&str>,
         ignore_if_exists: bool,
     ) -> paimon::Result<()> {
-        if self.filesystem()?.is_some() {
-            let table = self.get_table(identifier).await?;
-            return super::ddl::create_tag(
-                &table,
-                tag_name,
-                snapshot_id,
-                time_retained,
-                ignore_if_exists,
-            )
-            .await;
-        }
         self.inner
             .create_tag_with_retention(
                 identifier,

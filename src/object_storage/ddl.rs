@@ -3,12 +3,13 @@
 //! catalog's own.
 //!
 //! paimon 0.4's `FileSystemCatalog` writes `schema/schema-N` (`CREATE
-//! TABLE`, `ALTER TABLE`) and tags (`create_tag` of the catalog API) through
-//! a file IO it builds itself, which nothing can replace: a plain write in
+//! TABLE`, `ALTER TABLE`) through a file IO it builds itself, which nothing can replace: a plain write in
 //! place. On a full disk an `ALTER` failed and left a 0-byte `schema-1`, and
 //! from then on every statement on the table failed reading it ("Failed to
 //! parse schema file ... EOF"), turning the mode off, `DROP` and a new
-//! `CREATE` included; a reader could meet a half-written schema file. So the
+//! `CREATE` included; a reader could meet a half-written schema file; and
+//! two processes whose lock or lease failed wrote the same schema file, one
+//! silently undoing the other's `ALTER`. So the
 //! catalog wrapper makes these changes here: the same checks and the same
 //! files as paimon's (the code follows `paimon::catalog::filesystem`), each
 //! file written through the warehouse's file IO, whose guard layer publishes
@@ -18,8 +19,8 @@
 use bytes::Bytes;
 use paimon::catalog::Identifier;
 use paimon::io::FileIO;
-use paimon::spec::{CoreOptions, Schema, SchemaChange, Snapshot, TableSchema, TableType};
-use paimon::table::{SchemaManager, Table};
+use paimon::spec::{CoreOptions, Schema, SchemaChange, TableSchema, TableType};
+use paimon::table::SchemaManager;
 use paimon::{Error, FileSystemCatalog, Result};
 
 /// paimon's `TABLE_TYPE_OPTION` (crate-private there).
@@ -62,12 +63,26 @@ pub(super) async fn create_table(
     let table_path = format!("{database}/{}", identifier.object());
     let new_directory = !file_io.exists_dir(&table_path).await?;
     file_io.mkdirs(&table_path).await?;
-    let written = write_schema(file_io, &table_path, &TableSchema::new(0, &creation)).await;
-    if written.is_err() && new_directory {
-        // Nothing was published: no table there, as before.
-        let _ = file_io.delete_dir(&table_path).await;
+    match publish_schema(file_io, &table_path, &TableSchema::new(0, &creation)).await {
+        Ok(Published::Written) => Ok(()),
+        // Another process created the table first (its lock or lease did
+        // not hold this one off): its table stands.
+        Ok(Published::Taken) if ignore_if_exists => Ok(()),
+        Ok(Published::Taken) => Err(Error::TableAlreadyExist {
+            full_name: identifier.full_name(),
+        }),
+        Err(e) => {
+            if new_directory {
+                // Nothing was published: no table there, as before. Only
+                // empty directories go (a plain delete of a directory is
+                // not recursive): a racing creator's files stay.
+                for dir in [format!("{table_path}/schema/"), format!("{table_path}/")] {
+                    let _ = file_io.delete_file(&dir).await;
+                }
+            }
+            Err(e)
+        }
     }
-    written
 }
 
 /// `ALTER TABLE`: the next schema file of an existing table, created only if
@@ -79,79 +94,85 @@ pub(super) async fn alter_table(
     changes: Vec<SchemaChange>,
     ignore_if_not_exists: bool,
 ) -> Result<()> {
-    let (table_path, current) = match catalog.fetch_table_schema(identifier).await {
-        Ok(found) => found,
-        Err(Error::TableNotExist { .. }) if ignore_if_not_exists => return Ok(()),
-        Err(e) => return Err(e),
-    };
-    reject_immutable_option_changes(current.options(), &changes)?;
-    let next = current
-        .apply_changes(changes)
-        .map_err(|e| fill_table_name(e, identifier))?;
-    write_schema(file_io, &table_path, &next).await
+    for attempt in 0..SCHEMA_ATTEMPTS {
+        if attempt > 0 {
+            tokio::time::sleep(retry_pause(attempt)).await;
+        }
+        let (table_path, current) = match catalog.fetch_table_schema(identifier).await {
+            Ok(found) => found,
+            Err(Error::TableNotExist { .. }) if ignore_if_not_exists => return Ok(()),
+            Err(e) => return Err(e),
+        };
+        reject_immutable_option_changes(current.options(), &changes)?;
+        let next = current
+            .apply_changes(changes.clone())
+            .map_err(|e| fill_table_name(e, identifier))?;
+        match publish_schema(file_io, &table_path, &next).await? {
+            Published::Written => return Ok(()),
+            // Another process's ALTER took the name first: apply the changes
+            // again to its schema, as Paimon's schema manager does.
+            Published::Taken => continue,
+        }
+    }
+    Err(Error::DataInvalid {
+        message: format!(
+            "ALTER TABLE {}: other processes changed the table's schema first {SCHEMA_ATTEMPTS} \
+             times in a row; nothing was changed, run the statement again",
+            identifier.full_name()
+        ),
+        source: None,
+    })
 }
 
-/// Writes `schema` as its file under `table_path`.
-async fn write_schema(file_io: &FileIO, table_path: &str, schema: &TableSchema) -> Result<()> {
+/// How many times an `ALTER TABLE` applies its changes to the newest
+/// schema before it gives up (each time another process's schema file
+/// took the next name first).
+const SCHEMA_ATTEMPTS: u32 = 16;
+
+/// The pause before try `attempt` (from 1) of an `ALTER TABLE` that lost a
+/// race: growing, with jitter so that racing processes fall apart.
+fn retry_pause(attempt: u32) -> std::time::Duration {
+    let jitter = u64::try_from(uuid::Uuid::new_v4().as_u128() % 50).unwrap_or(0);
+    std::time::Duration::from_millis(u64::from(attempt.min(8)) * 25 + jitter)
+}
+
+/// Whether a schema file was written by this statement.
+enum Published {
+    /// Written, whole, under its name.
+    Written,
+    /// Another process's schema file has the name.
+    Taken,
+}
+
+/// Writes `schema` as its file under `table_path`, only if the name is
+/// free: the warehouse's file IO creates schema files only if absent (a
+/// hard link on local disk, a conditional put on S3), so a process whose
+/// lock or lease failed (a clock far ahead takes a lease that is not
+/// expired) never replaces another's schema, it finds it [`Published::Taken`].
+/// A write whose answer was lost but whose file landed is told by the
+/// file's bytes.
+async fn publish_schema(
+    file_io: &FileIO,
+    table_path: &str,
+    schema: &TableSchema,
+) -> Result<Published> {
     file_io.mkdirs(&format!("{table_path}/schema")).await?;
     let path = SchemaManager::new(file_io.clone(), table_path.to_string()).schema_path(schema.id());
-    let content = serde_json::to_string(schema).map_err(|e| Error::DataInvalid {
-        message: format!("Failed to serialize schema: {e}"),
-        source: Some(Box::new(e)),
-    })?;
-    file_io.new_output(&path)?.write(Bytes::from(content)).await
-}
-
-/// The catalog API's `create_tag`, on `table` opened on the warehouse's
-/// file IO (`CALL sys.create_tag` writes through the table it loads from
-/// the catalog, which is on it already).
-pub(super) async fn create_tag(
-    table: &Table,
-    tag_name: &str,
-    snapshot_id: Option<i64>,
-    time_retained: Option<&str>,
-    ignore_if_exists: bool,
-) -> Result<()> {
-    let manager = table.tag_manager();
-    if manager.tag_exists(tag_name).await? {
-        return if ignore_if_exists {
-            Ok(())
-        } else {
-            Err(Error::TagAlreadyExist {
-                tag_name: tag_name.to_string(),
-            })
-        };
-    }
-    let snapshot = tag_snapshot(table, snapshot_id).await?;
-    manager
-        .create_with_retention(tag_name, &snapshot, time_retained)
-        .await
-}
-
-/// The snapshot a new tag names: the latest, or `snapshot_id`, which may
-/// have expired and live on in another tag.
-async fn tag_snapshot(table: &Table, snapshot_id: Option<i64>) -> Result<Snapshot> {
-    let snapshots = table.snapshot_manager();
-    let Some(snapshot_id) = snapshot_id else {
-        return snapshots
-            .get_latest_snapshot()
-            .await?
-            .ok_or_else(|| Error::DataInvalid {
-                message: "Cannot create tag because latest snapshot does not exist".to_string(),
-                source: None,
-            });
+    let content = Bytes::from(
+        serde_json::to_string(schema).map_err(|e| Error::DataInvalid {
+            message: format!("Failed to serialize schema: {e}"),
+            source: Some(Box::new(e)),
+        })?,
+    );
+    let written = file_io.new_output(&path)?.write(content.clone()).await;
+    let Err(failed) = written else {
+        return Ok(Published::Written);
     };
-    match snapshots.get_snapshot(snapshot_id).await {
-        Ok(snapshot) => Ok(snapshot),
-        Err(Error::SnapshotNotExist { .. }) => table
-            .tag_manager()
-            .list_all()
-            .await?
-            .into_iter()
-            .map(|(_, snapshot)| snapshot)
-            .find(|snapshot| snapshot.id() == snapshot_id)
-            .ok_or(Error::SnapshotNotExist { snapshot_id }),
-        Err(e) => Err(e),
+    match file_io.new_input(&path)?.read().await {
+        Ok(found) if found == content => Ok(Published::Written),
+        Ok(_) => Ok(Published::Taken),
+        // Not there (or unreadable): the write's own error says why.
+        Err(_) => Err(failed),
     }
 }
 
