@@ -742,8 +742,7 @@ impl Catalog for LakeStreamCatalog {
         snapshot_id: Option<i64>,
         ignore_if_exists: bool,
     ) -> paimon::Result<()> {
-        self.inner
-            .create_tag(identifier, tag_name, snapshot_id, ignore_if_exists)
+        self.create_tag_with_retention(identifier, tag_name, snapshot_id, None, ignore_if_exists)
             .await
     }
 
@@ -755,15 +754,21 @@ impl Catalog for LakeStreamCatalog {
         time_retained: Option<&str>,
         ignore_if_exists: bool,
     ) -> paimon::Result<()> {
-        self.inner
-            .create_tag_with_retention(
-                identifier,
-                tag_name,
-                snapshot_id,
-                time_retained,
-                ignore_if_exists,
-            )
-            .await
+        // As `CALL sys.create_tag`: written through the table's file IO and
+        // acknowledged only over a snapshot that expiry keeps.
+        let table = self.inner.get_table(identifier).await?;
+        match crate::maintenance::tags::create_tag_with_retention(
+            &table,
+            tag_name,
+            snapshot_id,
+            time_retained,
+        )
+        .await
+        {
+            Ok(_) => Ok(()),
+            Err(Error::Paimon(paimon::Error::TagAlreadyExist { .. })) if ignore_if_exists => Ok(()),
+            Err(e) => Err(e.into()),
+        }
     }
 
     async fn get_tag(

@@ -4,7 +4,8 @@
 //! A write, a compaction or an expiry that dies midway leaves files behind:
 //! data files written but never committed, manifests and manifest lists of a
 //! snapshot never published, index and statistics files, the temporary files
-//! of a snapshot being published (`snapshot-N.tmp-*`, `.snapshot-N.*.tmp`).
+//! of a snapshot being published (`snapshot-N.tmp-*`, `.snapshot-N.*.tmp`)
+//! and of other metadata files written aside (`.schema-N.*.tmp`, ...).
 //! No snapshot names them, so nothing reads them, and nothing else removes
 //! them. [`remove_orphan_files`] does, as Java Paimon's
 //! `CALL sys.remove_orphan_files` does.
@@ -40,15 +41,19 @@
 //! - files in `index/` and `statistics/`;
 //! - files in `manifest/`: manifests, index manifests, manifest lists;
 //! - temporary files in `snapshot/`: `snapshot-N.tmp-*` (paimon's commit)
-//!   and `.NAME.*.tmp` (Java Paimon's and this crate's atomic writes).
+//!   and `.NAME.*.tmp` (Java Paimon's and this crate's atomic writes);
+//!   temporaries of the latter kind in the other metadata directories too
+//!   (`schema/`, `tag/`, `consumer/`, `changelog/`, and those of a branch,
+//!   `branch/branch-B/...`): this crate writes every metadata file aside
+//!   (`object_storage::guard`).
 //!
 //! A candidate is deleted when nothing above references it (data, index and
 //! statistics files are matched by name, manifests and manifest lists by
 //! name in `manifest/`) and it was last modified before `older_than`. Never
-//! touched: snapshot files, the `EARLIEST` and `LATEST` hints, `schema/`,
-//! `tag/`, `branch/`, `consumer/`, `changelog/`, files elsewhere in the
-//! table's directory, and anything outside it (external data paths
-//! included).
+//! touched: snapshot files, the `EARLIEST` and `LATEST` hints, the files
+//! of `schema/`, `tag/`, `branch/`, `consumer/`, `changelog/` but those
+//! temporaries, files elsewhere in the table's directory, and anything
+//! outside it (external data paths included).
 //!
 //! # The age rule
 //!
@@ -118,8 +123,8 @@ enum Place {
     ByName,
     /// A file of `manifest/`.
     Manifest,
-    /// A temporary file of `snapshot/`: never referenced.
-    SnapshotTemp,
+    /// A temporary file of a metadata directory: never referenced.
+    Temporary,
 }
 
 async fn run(table: &Table, older_than_ms: Option<u64>, dry: bool) -> Result<OrphanReport> {
@@ -225,7 +230,7 @@ async fn run(table: &Table, older_than_ms: Option<u64>, dry: bool) -> Result<Orp
         let referenced = match place {
             Place::ByName => keep.files.contains(&file),
             Place::Manifest => keep.manifests.contains(&file) || keep.lists.contains(&file),
-            Place::SnapshotTemp => false,
+            Place::Temporary => false,
         };
         if referenced {
             continue;
@@ -268,7 +273,11 @@ fn place<'a>(relative: &'a str, data_dir: Option<&str>) -> Option<(Place, &'a st
     match dirs {
         ["manifest"] => return Some((Place::Manifest, file)),
         ["index" | "statistics"] => return Some((Place::ByName, file)),
-        ["snapshot"] => return is_temporary(file).then_some((Place::SnapshotTemp, file)),
+        ["snapshot"] => return is_temporary(file).then_some((Place::Temporary, file)),
+        ["schema" | "tag" | "consumer" | "changelog"]
+        | ["branch", _, "snapshot" | "schema" | "tag" | "consumer" | "changelog"] => {
+            return is_written_aside(file).then_some((Place::Temporary, file))
+        }
         _ => {}
     }
     // `[data-dir/][k=v/...]bucket-N/file`.
@@ -293,8 +302,14 @@ fn is_temporary(name: &str) -> bool {
     let paimon = name
         .split_once(".tmp-")
         .is_some_and(|(target, _)| target.starts_with("snapshot-"));
-    let atomic = name.starts_with('.') && name.ends_with(".tmp") && name.len() > ".tmp".len() + 1;
-    paimon || atomic
+    paimon || is_written_aside(name)
+}
+
+/// Whether `name` is the temporary of an atomic write (`.NAME.*.tmp`:
+/// `object_storage::temporary_beside`, Java Paimon's). No metadata file's
+/// name starts with a dot.
+fn is_written_aside(name: &str) -> bool {
+    name.starts_with('.') && name.ends_with(".tmp") && name.len() > ".tmp".len() + 1
 }
 
 /// The table's long-lived changelogs (`changelog/changelog-N`, Java
@@ -352,9 +367,23 @@ mod tests {
             ("statistics/stat-1", Some(Place::ByName)),
             ("manifest/manifest-1", Some(Place::Manifest)),
             ("manifest/manifest-list-1-0", Some(Place::Manifest)),
-            ("snapshot/snapshot-3.tmp-0f1e", Some(Place::SnapshotTemp)),
-            ("snapshot/.snapshot-3.0f1e.tmp", Some(Place::SnapshotTemp)),
-            ("snapshot/.LATEST.0f1e.tmp", Some(Place::SnapshotTemp)),
+            ("snapshot/snapshot-3.tmp-0f1e", Some(Place::Temporary)),
+            ("snapshot/.snapshot-3.0f1e.tmp", Some(Place::Temporary)),
+            ("snapshot/.LATEST.0f1e.tmp", Some(Place::Temporary)),
+            ("schema/.schema-1.0f1e.tmp", Some(Place::Temporary)),
+            ("tag/.tag-a.0f1e.tmp", Some(Place::Temporary)),
+            ("consumer/.consumer-c.0f1e.tmp", Some(Place::Temporary)),
+            ("changelog/.LATEST.0f1e.tmp", Some(Place::Temporary)),
+            (
+                "branch/branch-b/schema/.schema-0.0f1e.tmp",
+                Some(Place::Temporary),
+            ),
+            (
+                "branch/branch-b/snapshot/.snapshot-1.0f1e.tmp",
+                Some(Place::Temporary),
+            ),
+            ("schema/schema-1.tmp-0f1e", None),
+            ("tag/tag-a", None),
             ("snapshot/snapshot-3", None),
             ("snapshot/EARLIEST", None),
             ("snapshot/LATEST", None),

@@ -141,6 +141,19 @@ pub struct CreatedTag {
 /// keeps its files (see the module docs): if not, the tag is deleted again
 /// and the answer is [`Error::TagOverExpiredSnapshot`].
 pub async fn create_tag(table: &Table, name: &str, snapshot_id: Option<i64>) -> Result<CreatedTag> {
+    create_tag_with_retention(table, name, snapshot_id, None).await
+}
+
+/// [`create_tag`], with the tag's retention (`time_retained`, Paimon's
+/// duration format) as Paimon's `create_tag_with_retention` takes it: the
+/// catalog API's tags are made here too
+/// ([`crate::catalog::LakeStreamCatalog`]).
+pub async fn create_tag_with_retention(
+    table: &Table,
+    name: &str,
+    snapshot_id: Option<i64>,
+    time_retained: Option<&str>,
+) -> Result<CreatedTag> {
     let tags = table.tag_manager();
     if tags.tag_exists(name).await? {
         return Err(paimon::Error::TagAlreadyExist {
@@ -149,7 +162,8 @@ pub async fn create_tag(table: &Table, name: &str, snapshot_id: Option<i64>) -> 
         .into());
     }
     let snapshot = resolve(table, snapshot_id).await?;
-    tags.create(name, &snapshot).await?;
+    tags.create_with_retention(name, &snapshot, time_retained)
+        .await?;
     if let Err(e) = check_kept(table, name, snapshot.id()).await {
         if let Err(removed) = tags.delete(name).await {
             return Err(Error::MaintenanceFailed {

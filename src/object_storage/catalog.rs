@@ -6,7 +6,12 @@
 //!
 //! Every trait method is forwarded, the defaulted ones and `as_any`
 //! included: a method left to its default would silently turn off views,
-//! tags, partitions or REST procedures of the wrapped catalog.
+//! tags, partitions or REST procedures of the wrapped catalog. Those of a
+//! file-system catalog that write schema files (`create_table`,
+//! `alter_table`) are made on the same file IO instead ([`super::ddl`]), so
+//! that those files too are published whole; the lake-stream catalog makes
+//! tags itself, on the tables this catalog returns
+//! ([`crate::maintenance::tags`]).
 
 use std::any::Any;
 use std::collections::HashMap;
@@ -112,6 +117,24 @@ impl SafeCommits {
         }
     }
 
+    /// The wrapped catalog as paimon's file-system catalog, with the file IO
+    /// its DDL writes through ([`super::ddl`]); `None` for other catalogs.
+    fn filesystem(&self) -> paimon::Result<Option<(&paimon::FileSystemCatalog, &FileIO)>> {
+        let Some(catalog) = self
+            .inner
+            .as_any()
+            .and_then(|any| any.downcast_ref::<paimon::FileSystemCatalog>())
+        else {
+            return Ok(None);
+        };
+        match &self.file_io {
+            Ok(file_io) => Ok(Some((catalog, file_io))),
+            Err(message) => Err(paimon::Error::ConfigInvalid {
+                message: message.clone(),
+            }),
+        }
+    }
+
     /// `table` on the catalog's file IO, when it lives where the warehouse
     /// does and commits through its files.
     fn guard(&self, table: Table) -> paimon::Result<Table> {
@@ -187,12 +210,26 @@ impl Catalog for SafeCommits {
         creation: Schema,
         ignore_if_exists: bool,
     ) -> paimon::Result<()> {
-        self.with_schema_lock(
-            identifier.database(),
-            self.inner
-                .create_table(identifier, creation, ignore_if_exists),
-        )
-        .await
+        let create = async {
+            match self.filesystem()? {
+                Some((catalog, file_io)) if super::ddl::creates(&creation)? => {
+                    super::ddl::create_table(
+                        catalog,
+                        file_io,
+                        identifier,
+                        creation,
+                        ignore_if_exists,
+                    )
+                    .await
+                }
+                _ => {
+                    self.inner
+                        .create_table(identifier, creation, ignore_if_exists)
+                        .await
+                }
+            }
+        };
+        self.with_schema_lock(identifier.database(), create).await
     }
 
     async fn drop_table(
@@ -233,13 +270,28 @@ impl Catalog for SafeCommits {
         changes: Vec<SchemaChange>,
         ignore_if_not_exists: bool,
     ) -> paimon::Result<()> {
-        self.with_schema_lock(
-            identifier.database(),
-            self.inner
-                .alter_table(identifier, changes, ignore_if_not_exists),
-        )
-        .await
+        let alter = async {
+            match self.filesystem()? {
+                Some((catalog, file_io)) => {
+                    super::ddl::alter_table(
+                        catalog,
+                        file_io,
+                        identifier,
+                        changes,
+                        ignore_if_not_exists,
+                    )
+                    .await
+                }
+                None => {
+                    self.inner
+                        .alter_table(identifier, changes, ignore_if_not_exists)
+                        .await
+                }
+            }
+        };
+        self.with_schema_lock(identifier.database(), alter).await
     }
+
     async fn create_tag(
         &self,
         identifier: &Identifier,

@@ -13,8 +13,11 @@
 //! object has its name (`If-None-Match: *`). The second of two commits
 //! fails its write; paimon's commit then retries on the next snapshot id
 //! (its own conflict handling), so both commits land, one after the other,
-//! as on a file system. (`ALTER TABLE` and `CREATE TABLE` write schema
-//! files through the catalog's own file IO, which this does not reach.)
+//! as on a file system. The catalog wrapper writes the schema files of
+//! `CREATE TABLE` and `ALTER TABLE` through this file IO too
+//! ([`super::ddl`]). Files are written directly, not aside
+//! ([`Rules::shows_partial_writes`]): a put, multipart or not, shows
+//! nothing until it is complete.
 //!
 //! Before the first such write to a bucket, the process checks that the
 //! server honours the condition (a probe object written twice, beside the

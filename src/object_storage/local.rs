@@ -16,15 +16,16 @@
 //! then removes the old name. The loser's rename fails; paimon's commit
 //! then finds the snapshot present and retries on the next id, as it does
 //! when its check finds the name taken. A plain write of such a file is made
-//! only if the name is free, for the same reason. The hint files paimon
-//! rewrites after each commit (`LATEST`, `EARLIEST`) are replaced whole
-//! ([`WholeFile`]). Everything else is the file-system service's own
-//! behaviour.
+//! only if the name is free, for the same reason. A table's metadata files
+//! (schemas, snapshots, the hints paimon rewrites after each commit, tags,
+//! consumers) are written aside and published whole by the guard layer
+//! (`guard::Whole`): renamed onto their names, without replacing for a
+//! snapshot or schema. Everything else is the file-system service's own
+//! behaviour. The catalog's own `CREATE TABLE` and `ALTER TABLE` write
+//! their schema files through this file IO too (`super::catalog`).
 //!
-//! Not covered: schema files that the catalog itself writes (`CREATE TABLE`,
-//! `ALTER TABLE` go through its own file IO, as on S3), writers outside this
-//! crate (Java Paimon, other builds), and file systems without hard links
-//! (see [`rename_no_replace`]).
+//! Not covered: writers outside this crate (Java Paimon, other builds), and
+//! file systems without hard links (see [`rename_no_replace`]).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -41,11 +42,13 @@ use super::guard::{Guard, Rules};
 pub(super) fn file_io() -> paimon::Result<FileIO> {
     let mut config = FsConfig::default();
     config.root = Some("/".to_string());
-    let operator = Operator::from_config(config)
-        .map_err(|e| paimon::Error::ConfigInvalid {
-            message: format!("cannot open the local file system: {e}"),
-        })?
-        .layer(Guard(Arc::new(NoReplace)));
+    let operator = Operator::from_config(config).map_err(|e| paimon::Error::ConfigInvalid {
+        message: format!("cannot open the local file system: {e}"),
+    })?;
+    // Tests fill the disk under this file IO's rules (`testing::DiskFull`).
+    #[cfg(any(test, feature = "testing"))]
+    let operator = operator.layer(Guard(Arc::new(super::disk_full::FullDisks)));
+    let operator = operator.layer(Guard(Arc::new(NoReplace)));
     FileIOBuilder::new("file")
         .with_fs_operator(operator)
         .build()
@@ -169,7 +172,8 @@ fn lock_once(path: &Path) -> std::io::Result<Option<std::fs::File>> {
 }
 
 /// The rules of [`file_io`]: renames onto a snapshot or schema name never
-/// replace; writes are checked by name only.
+/// replace; metadata files are published whole (a file system shows a file
+/// while it is written); writes are checked by name only.
 #[derive(Debug)]
 struct NoReplace;
 
@@ -178,20 +182,8 @@ impl Rules for NoReplace {
         Ok(())
     }
 
-    fn write(
-        &self,
-        inner: &Servicer,
-        ctx: &OperationContext,
-        path: &str,
-        args: OpWrite,
-    ) -> Result<oio::Writer> {
-        if is_hint(path) && !args.append() && !args.if_not_exists() {
-            return Ok(Box::new(WholeFile {
-                target: absolute(path),
-                bytes: Vec::new(),
-            }));
-        }
-        inner.write(ctx, path, args)
+    fn shows_partial_writes(&self) -> bool {
+        true
     }
 
     async fn rename(
@@ -210,62 +202,8 @@ impl Rules for NoReplace {
     }
 }
 
-/// Whether `path` names one of the hint files paimon rewrites in place
-/// (`LATEST`, `EARLIEST`: the newest and oldest snapshot, or changelog, id).
-fn is_hint(path: &str) -> bool {
-    let name = path.rsplit('/').next().unwrap_or(path);
-    matches!(name, "LATEST" | "EARLIEST")
-}
-
-/// The write of a file that replaces it whole: its bytes, kept until the
-/// close writes them to a new file beside it and renames that over it.
-///
-/// paimon rewrites its hints after every commit through a plain write,
-/// which truncates the file and then writes at its start. Two commits
-/// rewriting one at once (and a late commit writes an older id) mix their
-/// bytes: "9" written over "10" leaves "90", and every reader then looks
-/// for a snapshot 90 that does not exist (or fails the write's own length
-/// check). A rename makes each hint one writer's whole.
-struct WholeFile {
-    target: PathBuf,
-    bytes: Vec<u8>,
-}
-
-impl oio::Write for WholeFile {
-    async fn write(&mut self, bs: Buffer) -> Result<()> {
-        self.bytes.extend_from_slice(&bs.to_bytes());
-        Ok(())
-    }
-
-    async fn close(&mut self) -> Result<Metadata> {
-        let temp = super::temporary_beside(&self.target);
-        let failed = |what: &str, e: std::io::Error| {
-            let kind = if e.kind() == std::io::ErrorKind::NotFound {
-                ErrorKind::NotFound
-            } else {
-                ErrorKind::Unexpected
-            };
-            Error::new(kind, format!("cannot {what} '{}'", self.target.display())).set_source(e)
-        };
-        if let Err(e) = tokio::fs::write(&temp, &self.bytes).await {
-            let _ = tokio::fs::remove_file(&temp).await;
-            return Err(failed("write the new content of", e));
-        }
-        if let Err(e) = tokio::fs::rename(&temp, &self.target).await {
-            let _ = tokio::fs::remove_file(&temp).await;
-            return Err(failed("replace", e));
-        }
-        Ok(Metadata::new(EntryMode::FILE).with_content_length(self.bytes.len() as u64))
-    }
-
-    async fn abort(&mut self) -> Result<()> {
-        self.bytes.clear();
-        Ok(())
-    }
-}
-
 /// The file that `path`, relative to the service's root `/`, names.
-fn absolute(path: &str) -> PathBuf {
+pub(super) fn absolute(path: &str) -> PathBuf {
     PathBuf::from("/").join(path.trim_start_matches('/'))
 }
 
@@ -393,6 +331,90 @@ mod tests {
             .map(|e| e.expect("entry").file_name())
             .collect();
         assert_eq!(names, ["LATEST"]);
+    }
+
+    /// The files under `dir`, by name, sorted.
+    fn names(dir: &Path) -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(dir)
+            .expect("list")
+            .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    }
+
+    /// paimon writes schema files, tags and consumers in place, and its
+    /// hints by truncating them: on a full disk an `ALTER` left a 0-byte
+    /// `schema-1`, which every later statement on the table failed to
+    /// parse, and `create_tag` a 0-byte tag. A metadata write that fails
+    /// part way leaves its name as it was, and nothing beside it.
+    #[tokio::test]
+    async fn a_metadata_write_that_fails_part_way_leaves_the_name_as_it_was() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let table = dir.path().join("w").join("d.db").join("t");
+        for sub in ["schema", "snapshot", "tag", "consumer", "bucket-0"] {
+            std::fs::create_dir_all(table.join(sub)).expect("dir");
+        }
+        std::fs::write(table.join("schema").join("schema-0"), "{\"id\":0}").expect("write");
+        std::fs::write(table.join("snapshot").join("LATEST"), "3").expect("write");
+        let io = file_io().expect("file io");
+        let write = |name: &str, body: &'static str| {
+            let (io, file) = (io.clone(), path(&table, name));
+            async move {
+                io.new_output(&file)
+                    .expect("output")
+                    .write(bytes::Bytes::from(body))
+                    .await
+            }
+        };
+        for room in [0, 4] {
+            let full = super::super::disk_full::DiskFull::new(dir.path(), room);
+            for (name, body) in [
+                ("schema/schema-1", "{\"id\":1,\"fields\":[]}"),
+                ("snapshot/snapshot-4", "{\"id\":4}"),
+                ("snapshot/LATEST", "12345678"),
+                ("tag/tag-a", "{\"id\":3}"),
+                ("consumer/consumer-c", "{\"nextSnapshot\":3}"),
+            ] {
+                let error = write(name, body).await.expect_err(name);
+                assert!(
+                    error.to_string().contains("No space left"),
+                    "{name}: {error}"
+                );
+            }
+            assert_eq!(names(&table.join("schema")), ["schema-0"], "room {room}");
+            assert_eq!(names(&table.join("snapshot")), ["LATEST"], "room {room}");
+            assert!(names(&table.join("tag")).is_empty(), "room {room}");
+            assert!(names(&table.join("consumer")).is_empty(), "room {room}");
+            assert_eq!(
+                std::fs::read_to_string(table.join("snapshot").join("LATEST")).expect("read"),
+                "3"
+            );
+            // A data file is written in place (the disk is full indeed):
+            // a short one is an orphan no snapshot names.
+            write("bucket-0/data-1.parquet", "rows and rows")
+                .await
+                .expect_err("a data file on a full disk");
+            drop(full);
+        }
+        // With room again, each is published whole; a schema or snapshot
+        // name is created once.
+        write("schema/schema-1", "{\"id\":1}")
+            .await
+            .expect("schema");
+        write("tag/tag-a", "{\"id\":3}").await.expect("tag");
+        write("snapshot/LATEST", "4").await.expect("hint");
+        assert!(write("schema/schema-1", "{\"id\":9}").await.is_err());
+        assert_eq!(
+            std::fs::read_to_string(table.join("schema").join("schema-1")).expect("read"),
+            "{\"id\":1}"
+        );
+        assert_eq!(names(&table.join("schema")), ["schema-0", "schema-1"]);
+        assert_eq!(names(&table.join("tag")), ["tag-a"]);
+        assert_eq!(
+            std::fs::read_to_string(table.join("snapshot").join("LATEST")).expect("read"),
+            "4"
+        );
     }
 
     #[tokio::test]

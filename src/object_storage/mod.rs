@@ -19,6 +19,9 @@
 mod catalog;
 #[cfg(feature = "s3")]
 mod commit;
+mod ddl;
+#[cfg(any(test, feature = "testing"))]
+pub(crate) mod disk_full;
 mod guard;
 mod local;
 mod schema_lock;
@@ -87,6 +90,40 @@ pub(super) fn create_only(path: &str) -> bool {
     };
     (dir.ends_with("snapshot") && numbered("snapshot-"))
         || (dir.ends_with("schema") && numbered("schema-"))
+}
+
+/// Whether `path` names a metadata file of a table (of any branch) that a
+/// reader must only ever see whole: a snapshot or schema
+/// ([`create_only`]), a changelog (`changelog/changelog-N`), the hints
+/// paimon rewrites (`LATEST`, `EARLIEST` in `snapshot/` and `changelog/`),
+/// a tag (`tag/tag-*`) or a consumer (`consumer/consumer-*`). A file system
+/// shows a file while it is written, so [`guard`] writes these aside and
+/// publishes them complete. A temporary (`.NAME.*.tmp`, paimon's
+/// `snapshot-N.tmp-*`, itself written aside) is none of them.
+pub(super) fn published_whole(path: &str) -> bool {
+    if create_only(path) {
+        return true;
+    }
+    let Some((dir, name)) = path.trim_start_matches('/').rsplit_once('/') else {
+        return false;
+    };
+    let dir = dir.rsplit('/').next().unwrap_or(dir);
+    let named = |prefix: &str| {
+        name.strip_prefix(prefix)
+            .is_some_and(|rest| !rest.is_empty())
+    };
+    match dir {
+        "snapshot" => matches!(name, "LATEST" | "EARLIEST"),
+        "changelog" => {
+            matches!(name, "LATEST" | "EARLIEST")
+                || name
+                    .strip_prefix("changelog-")
+                    .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+        }
+        "tag" => named("tag-"),
+        "consumer" => named("consumer-"),
+        _ => false,
+    }
 }
 
 /// A new name beside `file` for writing it aside before it gets its name:

@@ -90,6 +90,8 @@ use tempfile::TempDir;
 use crate::store::StoreFactory;
 use crate::LakeStreamContext;
 
+/// A full disk under a local warehouse's directory, for fault tests.
+pub use crate::object_storage::disk_full::DiskFull;
 pub use database::{text_rows, AfterStatements, Database, STATEMENT_TIMEOUT};
 pub use sqllogictest;
 

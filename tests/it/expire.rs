@@ -608,7 +608,8 @@ async fn tag_is_whole(table: &Table, name: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// Issue 37, item 7: `CALL sys.create_tag` over the oldest snapshot racing
+/// Issue 37, item 7: `CALL sys.create_tag` (or the catalog API's
+/// `create_tag`, every other round) over the oldest snapshot racing
 /// `CALL sys.expire_snapshots` that expires it, round after round, from two
 /// contexts (two catalogs, as two processes would be): every tag the call
 /// acknowledged names files that are all there, and reads as its snapshot
@@ -630,6 +631,7 @@ async fn a_tag_created_during_expiry_is_whole_or_refused() {
             .rows(&format!("SELECT * FROM g VERSION AS OF {oldest}"))
             .await;
         let tag = format!("t{round}");
+        let tag_name = tag.clone();
         let expirer = context(f.dir.path()).await;
         let tagger = context(f.dir.path()).await;
         let expire = tokio::spawn(async move {
@@ -646,9 +648,19 @@ async fn a_tag_created_during_expiry_is_whole_or_refused() {
         let sql = format!(
             "CALL sys.create_tag(table => 'default.g', tag => '{tag}', snapshot_id => {oldest})"
         );
+        // Odd rounds make the tag through the catalog API, as an app
+        // embedding the catalog would.
+        let through_api = round % 2 == 1;
         let create = tokio::spawn(async move {
             tokio::time::sleep(delay).await;
-            crate::support::try_run(&tagger, &sql).await
+            if !through_api {
+                return crate::support::try_run(&tagger, &sql).await;
+            }
+            let catalog = tagger.catalog("paimon").expect("catalog");
+            let id = Identifier::new("default", "g");
+            Box::pin(catalog.create_tag(&id, &tag_name, Some(oldest), false))
+                .await
+                .map_err(|e| e.to_string())
         });
         let expired = expire.await.expect("expiry task");
         let created = create.await.expect("tag task");

@@ -22,6 +22,7 @@ mod fluss_history;
 mod fluss_lifecycle;
 #[cfg(feature = "fluss")]
 mod fluss_reads;
+mod full_disk;
 mod history;
 mod independent;
 mod layouts;

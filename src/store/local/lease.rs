@@ -40,6 +40,28 @@ use super::root::{Created, PutFailed, Root};
 use super::table::now_ms;
 use crate::error::Result;
 
+/// The clock a lease's expiry is set and judged by: this machine's, which
+/// may be wrong. Nothing may depend on it for safety: a process whose clock
+/// runs far ahead takes leases that have not expired.
+fn clock_ms() -> i64 {
+    now_ms().saturating_add(clock_skew_ms())
+}
+
+/// How far a test puts this process's clock ahead
+/// (`LAKESTREAM_TESTING_CLOCK_SKEW_MS`, feature "testing" only).
+#[cfg(feature = "testing")]
+fn clock_skew_ms() -> i64 {
+    std::env::var("LAKESTREAM_TESTING_CLOCK_SKEW_MS")
+        .ok()
+        .and_then(|ms| ms.parse().ok())
+        .unwrap_or(0)
+}
+
+#[cfg(not(feature = "testing"))]
+fn clock_skew_ms() -> i64 {
+    0
+}
+
 /// How often a process waiting for a lease looks again.
 const POLL: Duration = Duration::from_millis(250);
 
@@ -90,7 +112,7 @@ impl Lease {
                         None => continue,
                         Some(bytes) => serde_json::from_slice::<Held>(&bytes).ok(),
                     };
-                    if held.as_ref().is_some_and(|h| h.expires_ms > now_ms()) {
+                    if held.as_ref().is_some_and(|h| h.expires_ms > clock_ms()) {
                         tokio::time::sleep(POLL).await;
                         continue;
                     }
@@ -182,7 +204,7 @@ async fn release(root: &Root, dir: &Path, path: &Path, holder: &str) {
 }
 
 async fn create(root: &Root, path: &Path, holder: &str, ttl: Duration) -> Result<Created> {
-    let expires_ms = now_ms() + i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX / 2);
+    let expires_ms = clock_ms() + i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX / 2);
     create_expiring(root, path, holder, expires_ms).await
 }
 
