@@ -67,6 +67,11 @@ pub(crate) async fn announce(table: &Table, before: i64) -> Result<Fence> {
             .await
     }
     .await;
+    if written.is_err() {
+        // Nothing is left that would refuse every tag (a fence that cannot
+        // be read covers every snapshot).
+        let _ = file_io.delete_file(&path).await;
+    }
     written.map_err(|e| Error::MaintenanceFailed {
         table: table.identifier().full_name(),
         reason: format!(
@@ -162,8 +167,20 @@ pub async fn create_tag_with_retention(
         .into());
     }
     let snapshot = resolve(table, snapshot_id).await?;
-    tags.create_with_retention(name, &snapshot, time_retained)
-        .await?;
+    if let Err(e) = tags
+        .create_with_retention(name, &snapshot, time_retained)
+        .await
+    {
+        // A tag is created only if its name is free: another call made
+        // this one first.
+        if tags.tag_exists(name).await.unwrap_or(false) {
+            return Err(paimon::Error::TagAlreadyExist {
+                tag_name: name.to_string(),
+            }
+            .into());
+        }
+        return Err(e.into());
+    }
     if let Err(e) = check_kept(table, name, snapshot.id()).await {
         if let Err(removed) = tags.delete(name).await {
             return Err(Error::MaintenanceFailed {

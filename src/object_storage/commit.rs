@@ -374,5 +374,11 @@ mod tests {
         assert!(!create_only("w/t/snapshot/EARLIEST"));
         assert!(!create_only("w/t/snapshot/snapshot-3.tmp-abc"));
         assert!(!create_only("w/t/bucket-0/data-1.parquet"));
+        assert!(create_only("w/t/tag/tag-v1"));
+        assert!(create_only("w/t/branch/branch-b/tag/tag-v1"));
+        assert!(!create_only("w/t/tag/expiring-1234"));
+        assert!(!create_only("w/t/mytag/tag-v1"));
+        assert!(super::super::published_whole("w/t/tag/expiring-1234"));
+        assert!(super::super::published_whole("w/t/tag/tag-v1"));
     }
 }

@@ -171,8 +171,16 @@ async fn publish_schema(
     match file_io.new_input(&path)?.read().await {
         Ok(found) if found == content => Ok(Published::Written),
         Ok(_) => Ok(Published::Taken),
-        // Not there (or unreadable): the write's own error says why.
-        Err(_) => Err(failed),
+        // Not there: the write's own error says why, and nothing changed.
+        Err(_) if !file_io.exists(&path).await.unwrap_or(true) => Err(failed),
+        Err(read) => Err(Error::DataInvalid {
+            message: format!(
+                "the outcome of writing '{path}' is unknown: the write failed ({failed}) and \
+                 reading the file back failed too ({read}); the change may have been made, \
+                 look at the table before running the statement again"
+            ),
+            source: None,
+        }),
     }
 }
 

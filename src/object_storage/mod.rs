@@ -79,7 +79,10 @@ pub(crate) fn refuse_credentials_in_url(key: &str, location: &str) -> crate::err
 }
 
 /// Whether `path` names a file that a commit must create, never replace:
-/// a snapshot or a schema, of any branch.
+/// a snapshot, a schema or a tag, of any branch. (paimon creates and
+/// renames a tag only onto a free name: two processes creating one tag at
+/// once would otherwise both be told it was made, over different
+/// snapshots.)
 pub(super) fn create_only(path: &str) -> bool {
     let Some((dir, name)) = path.trim_start_matches('/').rsplit_once('/') else {
         return false;
@@ -88,15 +91,18 @@ pub(super) fn create_only(path: &str) -> bool {
         name.strip_prefix(prefix)
             .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
     };
+    let last = dir.rsplit('/').next().unwrap_or(dir);
     (dir.ends_with("snapshot") && numbered("snapshot-"))
         || (dir.ends_with("schema") && numbered("schema-"))
+        || (last == "tag" && name.strip_prefix("tag-").is_some_and(|t| !t.is_empty()))
 }
 
 /// Whether `path` names a metadata file of a table (of any branch) that a
 /// reader must only ever see whole: a snapshot or schema
 /// ([`create_only`]), a changelog (`changelog/changelog-N`), the hints
 /// paimon rewrites (`LATEST`, `EARLIEST` in `snapshot/` and `changelog/`),
-/// a tag (`tag/tag-*`) or a consumer (`consumer/consumer-*`). A file system
+/// a tag (`tag/tag-*`), an expiry's fence (`tag/expiring-*`) or a consumer
+/// (`consumer/consumer-*`). A file system
 /// shows a file while it is written, so [`guard`] writes these aside and
 /// publishes them complete. A temporary (`.NAME.*.tmp`, paimon's
 /// `snapshot-N.tmp-*`, itself written aside) is none of them.
@@ -120,7 +126,9 @@ pub(super) fn published_whole(path: &str) -> bool {
                     .strip_prefix("changelog-")
                     .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
         }
-        "tag" => named("tag-"),
+        // Tags are create-only; an expiry's fence (`expiring-*`, see
+        // `crate::maintenance::tags`) is read by every tag creation.
+        "tag" => named("expiring-"),
         "consumer" => named("consumer-"),
         _ => false,
     }

@@ -706,3 +706,64 @@ async fn a_tag_created_during_expiry_is_whole_or_refused() {
     });
     assert!(fences.is_empty(), "{fences:?}");
 }
+
+/// Two contexts (as two processes would) create one tag at once, over
+/// different snapshots, round after round: at most one is told the tag was
+/// made, and the tag names that one's snapshot. (A tag file is created only
+/// if its name is free; before, both could pass the check for the name and
+/// write it, the later replacing the acknowledged one.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn racing_creates_of_one_tag_acknowledge_one() {
+    let f = Fx::new().await;
+    f.run("CREATE TABLE r (id INT)").await;
+    for id in 0..2 {
+        f.run(&format!("INSERT INTO r VALUES ({id})")).await;
+    }
+    let ids = f.ids("r").await;
+    let (first, second) = (ids[0], ids[1]);
+    let mut doubly = 0;
+    for round in 0..30usize {
+        let tag = format!("r{round}");
+        let mut tasks = Vec::new();
+        for snapshot in [first, second] {
+            let ctx = context(f.dir.path()).await;
+            let sql = format!(
+                "CALL sys.create_tag(table => 'default.r', tag => '{tag}', snapshot_id => \
+                 {snapshot})"
+            );
+            tasks.push(tokio::spawn(async move {
+                (snapshot, crate::support::try_run(&ctx, &sql).await)
+            }));
+        }
+        let mut acknowledged = Vec::new();
+        for task in tasks {
+            let (snapshot, outcome) = task.await.expect("tag task");
+            match outcome {
+                Ok(()) => acknowledged.push(snapshot),
+                Err(e) => assert!(e.contains("already exist"), "round {round}: {e}"),
+            }
+        }
+        if acknowledged.len() > 1 {
+            doubly += 1;
+            continue;
+        }
+        assert_eq!(acknowledged.len(), 1, "round {round}: neither was made");
+        let tagged = f
+            .table("r")
+            .await
+            .tag_manager()
+            .get(&tag)
+            .await
+            .expect("the tag")
+            .expect("the tag exists");
+        assert_eq!(
+            tagged.id(),
+            acknowledged[0],
+            "round {round}: the tag is another call's"
+        );
+    }
+    assert_eq!(
+        doubly, 0,
+        "rounds where both calls were told the tag was made"
+    );
+}
