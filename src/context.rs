@@ -205,6 +205,7 @@ impl LakeStreamContext {
         let (result, notices) = crate::notice::collecting(Box::pin(async {
             match checked.route {
                 Route::SqlContext => self.sql_context.sql(sql).await,
+                Route::SqlContextText(text) => self.sql_context.sql(&text).await,
                 Route::DataFusion => match parsed.take_statement_for_datafusion() {
                     Some(statement) => plan_tree(session, statement).await,
                     // The session's dialect reads the text otherwise.

@@ -155,6 +155,22 @@ pub enum Error {
         clause: String,
     },
 
+    /// A statement that writes or changes a time-travelled table
+    /// (`INSERT INTO t VERSION AS OF 1 ...`), any table.
+    #[error(
+        "{operation} cannot change '{name} {clause}': a time-travel clause reads a snapshot of \
+         '{name}' in a query, and a snapshot is never written or changed. Name '{name}' without \
+         the clause"
+    )]
+    TimeTravelTarget {
+        /// The statement.
+        operation: String,
+        /// The table's name, as written.
+        name: String,
+        /// The clause, as written.
+        clause: String,
+    },
+
     /// A write to `t$rt`.
     #[error("'{name}' is read-only: write to '{table}'")]
     RealtimeReadOnly {
@@ -223,6 +239,28 @@ pub enum Error {
         operation: String,
         /// The bound.
         timeout: std::time::Duration,
+    },
+
+    /// A procedure run (`CALL sys.lakestream_tier`, a maintenance procedure)
+    /// did not finish within the catalog's procedure bound and was stopped.
+    /// What it committed stays; what it had not committed is dropped whole.
+    #[error(
+        "{procedure} of '{table}' did not finish within {timeout:?}, the bound set by the \
+         catalog option 'lakestream.procedure-timeout', and was stopped{progress}. Each commit \
+         it made stays and nothing acknowledged is lost: work cut short before its commit is \
+         dropped whole (rows not yet tiered wait in the store). Run it again to go on, or \
+         raise the bound or set it to 'off'"
+    )]
+    ProcedureTimeout {
+        /// The procedure's name.
+        procedure: String,
+        /// The table's full name.
+        table: String,
+        /// The bound.
+        timeout: std::time::Duration,
+        /// How far the work had got, as ` (at: tiering db.t: 4 of 9 rows)`,
+        /// or empty when it had not reported.
+        progress: String,
     },
 
     /// `CREATE TABLE` made the Paimon table of a lake-stream table, but the
@@ -675,6 +713,7 @@ impl Error {
             | Error::RealtimeOfMissingTable { .. }
             | Error::NotLakeStream { .. }
             | Error::RealtimeTimeTravel { .. }
+            | Error::TimeTravelTarget { .. }
             | Error::RealtimeReadOnly { .. }
             | Error::NoStore { .. }
             | Error::UnknownStore { .. }
@@ -698,6 +737,7 @@ impl Error {
             | Error::TagOverExpiredSnapshot { .. } => ErrorKind::Conflict,
             Error::StoreUnavailable { .. }
             | Error::StoreTimeout { .. }
+            | Error::ProcedureTimeout { .. }
             | Error::StreamBehind { .. }
             | Error::DroppedDuringRead { .. }
             | Error::WriteNotApplied { .. }

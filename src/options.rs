@@ -22,6 +22,12 @@ pub const STORE: &str = "lakestream.store";
 /// Catalog option bounding each store call (creation, attach, planning a
 /// read, acknowledging a write): a duration such as `30s`, `500ms`, `2min`.
 pub const TIMEOUT: &str = "lakestream.timeout";
+/// Catalog option bounding each procedure run as a whole (`CALL
+/// sys.lakestream_tier`, `lakestream_set_aside`, the maintenance procedures,
+/// `lakestream-cli tier`): a duration, or `off` (the default) for no bound.
+/// Their store calls are not bounded by [`TIMEOUT`]: a procedure's work
+/// grows with the table, a store call's does not.
+pub const PROCEDURE_TIMEOUT: &str = "lakestream.procedure-timeout";
 /// Table option naming the maintenance that runs after the store's tiering
 /// rounds that commit: a comma-separated list of Paimon's procedure names
 /// `compact`, `compact_manifest` and `expire_snapshots`, or `all` (the
@@ -141,7 +147,7 @@ pub fn check_table_option(table: &str, key: &str, value: &str) -> Result<()> {
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// The catalog options this crate knows under [`PREFIX`].
-const KNOWN_CATALOG_KEYS: &[&str] = &[STORE, TIMEOUT];
+const KNOWN_CATALOG_KEYS: &[&str] = &[STORE, TIMEOUT, PROCEDURE_TIMEOUT];
 
 /// Whether a value of [`ENABLED`] turns the mode on: exactly `true`, ignoring
 /// ASCII case. Anything else, including `yes`, ` true` and the empty string, is off.
@@ -182,6 +188,7 @@ pub struct CatalogStoreOptions {
     store: Option<String>,
     store_options: BTreeMap<String, String>,
     timeout: Duration,
+    procedure_timeout: Option<Duration>,
 }
 
 impl Default for CatalogStoreOptions {
@@ -190,6 +197,7 @@ impl Default for CatalogStoreOptions {
             store: None,
             store_options: BTreeMap::new(),
             timeout: DEFAULT_TIMEOUT,
+            procedure_timeout: None,
         }
     }
 }
@@ -219,9 +227,17 @@ impl CatalogStoreOptions {
             })?,
             None => DEFAULT_TIMEOUT,
         };
+        let procedure_timeout = match options.get(PROCEDURE_TIMEOUT) {
+            Some(text) => parse_procedure_timeout(text).map_err(|reason| Error::InvalidOption {
+                key: PROCEDURE_TIMEOUT.to_string(),
+                reason,
+            })?,
+            None => None,
+        };
         let Some(store) = options.get(STORE) else {
             return Ok(Self {
                 timeout,
+                procedure_timeout,
                 ..Self::default()
             });
         };
@@ -246,6 +262,7 @@ impl CatalogStoreOptions {
             store: Some(store.clone()),
             store_options,
             timeout,
+            procedure_timeout,
         })
     }
 
@@ -255,7 +272,7 @@ impl CatalogStoreOptions {
         Ok(Self {
             store: Some(store.to_string()),
             store_options,
-            timeout: DEFAULT_TIMEOUT,
+            ..Self::default()
         })
     }
 
@@ -273,6 +290,27 @@ impl CatalogStoreOptions {
     pub fn timeout(&self) -> Duration {
         self.timeout
     }
+
+    /// The bound on each procedure run as a whole ([`PROCEDURE_TIMEOUT`]);
+    /// `None`: no bound.
+    pub fn procedure_timeout(&self) -> Option<Duration> {
+        self.procedure_timeout
+    }
+}
+
+/// Parses [`PROCEDURE_TIMEOUT`]: `off` (no bound), or a duration above zero.
+fn parse_procedure_timeout(text: &str) -> std::result::Result<Option<Duration>, String> {
+    if text.trim().eq_ignore_ascii_case("off") {
+        return Ok(None);
+    }
+    let timeout = parse_duration(text).map_err(|e| format!("{e}, or 'off' for no bound"))?;
+    if timeout.is_zero() {
+        return Err(format!(
+            "'{text}' is no time: every procedure would stop at once; give a duration above \
+             zero, or 'off' (the default) for no bound"
+        ));
+    }
+    Ok(Some(timeout))
 }
 
 /// Parses [`TIMEOUT`]: a duration above zero (every store call would fail
@@ -591,6 +629,31 @@ mod tests {
                 .unwrap_err()
                 .to_string();
         assert!(err.contains("lakestream.timeout"), "{err}");
+    }
+
+    #[test]
+    fn the_procedure_timeout_is_off_or_a_duration_above_zero() {
+        let parsed = |value: &str| {
+            CatalogStoreOptions::from_catalog_options(&opts(&[(
+                "lakestream.procedure-timeout",
+                value,
+            )]))
+        };
+        let unset = CatalogStoreOptions::from_catalog_options(&opts(&[])).unwrap();
+        assert_eq!(unset.procedure_timeout(), None);
+        assert_eq!(parsed("off").unwrap().procedure_timeout(), None);
+        assert_eq!(parsed(" OFF ").unwrap().procedure_timeout(), None);
+        assert_eq!(
+            parsed("2min").unwrap().procedure_timeout(),
+            Some(Duration::from_secs(120))
+        );
+        // Its own bound: the store-call bound stays as it was.
+        assert_eq!(parsed("1ms").unwrap().timeout(), DEFAULT_TIMEOUT);
+        for bad in ["0", "0s", "soon", "-1s", ""] {
+            let err = parsed(bad).unwrap_err().to_string();
+            assert!(err.contains("lakestream.procedure-timeout"), "{bad}: {err}");
+            assert!(err.contains("'off'"), "{bad}: {err}");
+        }
     }
 
     #[test]

@@ -7,6 +7,8 @@
 //! store's commit lock. The guards that decide whether a statement may run
 //! at all stay in the decorator ([`super`]).
 
+use std::future::Future;
+
 use super::*;
 
 impl LakeStreamCatalog {
@@ -414,7 +416,54 @@ pub enum WhenOff {
 }
 
 impl LakeStreamCatalog {
-    /// Tiers the store's rows of `identifier` into Paimon now.
+    /// Runs `work`, procedure `procedure` on `identifier`, within the
+    /// catalog's procedure bound ([`options::PROCEDURE_TIMEOUT`]; none by
+    /// default). A procedure's work grows with its table (a tiering round
+    /// over a large backlog), so it is bounded as a whole, by this bound,
+    /// and not by `lakestream.timeout`, which bounds single store calls.
+    /// Stopped, it answers [`Error::ProcedureTimeout`] with how far the work
+    /// had got, as it reported on the progress board ([`crate::progress`]).
+    /// Stopping drops the work's future: every procedure commits in steps
+    /// that each land whole or not at all, and a later run goes on from what
+    /// landed.
+    pub(crate) async fn bounded_procedure<T>(
+        &self,
+        procedure: &str,
+        identifier: &Identifier,
+        work: impl Future<Output = Result<T>>,
+    ) -> Result<T> {
+        let Some(bound) = self.store_options.procedure_timeout() else {
+            return work.await;
+        };
+        let table = identifier.full_name();
+        let work = std::pin::pin!(work);
+        tokio::select! {
+            biased;
+            done = work => done,
+            () = tokio::time::sleep(bound) => {
+                // Read while the work still runs: its entries go with it.
+                let at: Vec<String> = crate::progress::running_work()
+                    .into_iter()
+                    .filter(|status| status.table == table)
+                    .map(|status| status.to_string())
+                    .collect();
+                Err(Error::ProcedureTimeout {
+                    procedure: procedure.to_string(),
+                    table,
+                    timeout: bound,
+                    progress: if at.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" (at: {})", at.join("; "))
+                    },
+                })
+            }
+        }
+    }
+
+    /// Tiers the store's rows of `identifier` into Paimon now, within the
+    /// catalog's procedure bound ([`Self::bounded_procedure`]); the store
+    /// itself is created within `lakestream.timeout`.
     pub async fn tier(&self, identifier: &Identifier, when_off: WhenOff) -> Result<TierReport> {
         let table = self.get_table(identifier).await?;
         let enabled = options::is_enabled(table.schema().options());
@@ -425,11 +474,11 @@ impl LakeStreamCatalog {
                 table: identifier.full_name(),
             });
         }
-        let store = self.store.require("tiering", identifier)?;
-        store.get().await?;
-        store.check_binding("tiering", &table)?;
-        let tiered = store
-            .call("tier", |s| async move { s.tier(&table).await })
+        let lazy = self.store.require("tiering", identifier)?;
+        let store = lazy.get().await?;
+        lazy.check_binding("tiering", &table)?;
+        let tiered = self
+            .bounded_procedure(crate::table::TIER_FUNCTION, identifier, store.tier(&table))
             .await;
         match tiered {
             Err(Error::StoreTableMissing { .. }) if !enabled => Ok(TierReport::default()),
@@ -445,7 +494,29 @@ impl LakeStreamCatalog {
     /// commit lock ([`crate::store::LakestreamStore::with_commit_lock`]), with the table
     /// loaded again once the lock is held, so it never races that store's
     /// tiering commits, nor the maintenance that follows them.
-    pub(crate) async fn maintain<T, F>(&self, identifier: &Identifier, work: F) -> Result<T>
+    ///
+    /// The whole run, the wait for the lock included, is bounded as
+    /// procedure `procedure` ([`Self::bounded_procedure`]).
+    pub(crate) async fn maintain<T, F>(
+        &self,
+        procedure: &str,
+        identifier: &Identifier,
+        work: F,
+    ) -> Result<T>
+    where
+        T: Send,
+        F: for<'a> FnOnce(&'a Table) -> BoxFuture<'a, Result<T>> + Send,
+    {
+        // Boxed: maintenance futures are large.
+        self.bounded_procedure(
+            procedure,
+            identifier,
+            Box::pin(self.maintain_now(identifier, work)),
+        )
+        .await
+    }
+
+    async fn maintain_now<T, F>(&self, identifier: &Identifier, work: F) -> Result<T>
     where
         T: Send,
         F: for<'a> FnOnce(&'a Table) -> BoxFuture<'a, Result<T>> + Send,

@@ -12,9 +12,12 @@
 //! its text otherwise, which DataFusion reads in the session's dialect.
 
 use std::collections::HashMap;
+use std::ops::ControlFlow;
 
 use datafusion::prelude::SessionContext;
-use datafusion::sql::sqlparser::ast::{ObjectName, SqlOption, Statement};
+use datafusion::sql::sqlparser::ast::{
+    visit_relations_mut, Ident, ObjectName, ObjectNamePart, SqlOption, Statement,
+};
 use datafusion::sql::sqlparser::dialect::{dialect_from_str, GenericDialect};
 use datafusion::sql::sqlparser::keywords::Keyword;
 use datafusion::sql::sqlparser::parser::Parser;
@@ -39,6 +42,21 @@ pub(crate) struct Parsed<'a> {
     /// Whether `SQLContext` rewrites a time-travel clause out of the text
     /// ([`history::travels_in_time`]).
     travels_in_time: bool,
+    /// The time-travel clauses `SQLContext` rewrites out of the text, each
+    /// with its name; the tree has the placeholder [`placeholder`]`(i)`
+    /// where clause `i` and its name are (see [`Self::travelled`]).
+    clauses: Vec<history::Clause>,
+}
+
+/// The prefix of the names that stand for a time-travelled table in a tree:
+/// `SQLContext` runs such a statement with a temporary table of the
+/// snapshot in its place (named `__paimon_tt_<uuid>`), so the statement it
+/// runs has a name there, not the table's.
+const PLACEHOLDER: &str = "__lakestream_time_travel_";
+
+/// The name standing for clause `index` in a tree.
+fn placeholder(index: usize) -> String {
+    format!("{PLACEHOLDER}{index}")
 }
 
 impl<'a> Parsed<'a> {
@@ -61,17 +79,81 @@ impl<'a> Parsed<'a> {
         let tokens = Tokenizer::new(&GenericDialect {}, sql)
             .tokenize_with_location()
             .unwrap_or_default();
+        let travels_in_time = history::travels_in_time(sql);
         let mut parsed = Self {
             sql,
             datafusion_reads_alike,
             tokens,
             statement: None,
-            travels_in_time: history::travels_in_time(sql),
+            travels_in_time,
+            clauses: if travels_in_time {
+                history::sqlcontext_clauses(sql)
+            } else {
+                Vec::new()
+            },
         };
         if !parsed.tokens.is_empty() && !parsed.is_own_statement() {
-            parsed.statement = parsed.parse();
+            parsed.statement = match parsed.clauses.is_empty() {
+                true => parsed.parse(),
+                false => parsed.parse_as_sqlcontext_runs_it(),
+            };
         }
         parsed
+    }
+
+    /// The statement `SQLContext` runs for a text with time-travel
+    /// clauses: the text with each clause and its name replaced by a
+    /// placeholder name, as it replaces them by a temporary table's.
+    fn parse_as_sqlcontext_runs_it(&self) -> Option<Statement> {
+        let mut text = self.sql.to_string();
+        for (index, clause) in self.clauses.iter().enumerate().rev() {
+            text.replace_range(clause.range.clone(), &placeholder(index));
+        }
+        let mut statements = Parser::new(&GenericDialect {})
+            .try_with_sql(&text)
+            .and_then(|mut parser| parser.parse_statements())
+            .ok()?;
+        match statements.len() {
+            1 => statements.pop(),
+            _ => None,
+        }
+    }
+
+    /// The time-travel clause a name of the tree stands for, if it stands
+    /// for one: `t VERSION AS OF 1` in the text is a placeholder name in
+    /// the tree.
+    pub(crate) fn travelled(&self, name: &ObjectName) -> Option<&history::Clause> {
+        let [ObjectNamePart::Identifier(ident)] = name.0.as_slice() else {
+            return None;
+        };
+        if ident.quote_style.is_some() {
+            return None;
+        }
+        let index: usize = ident.value.strip_prefix(PLACEHOLDER)?.parse().ok()?;
+        self.clauses.get(index)
+    }
+
+    /// Whether the tree has time-travel clauses in placeholders: only
+    /// `SQLContext` runs such a statement, from its text.
+    pub(crate) fn has_travelled_names(&self) -> bool {
+        !self.clauses.is_empty()
+    }
+
+    /// `statement` (this statement's tree, or one made from it) as text
+    /// for `SQLContext`, each placeholder written as the clause it stands for.
+    pub(crate) fn text_for_sqlcontext(&self, statement: &Statement) -> String {
+        let mut statement = statement.clone();
+        let _ = visit_relations_mut(&mut statement, |name| {
+            if let Some(clause) = self.travelled(name) {
+                // Written out as is: the name and its clause, as the user wrote them.
+                *name = ObjectName::from(vec![Ident::new(format!(
+                    "{} {}",
+                    clause.name, clause.clause
+                ))]);
+            }
+            ControlFlow::<()>::Continue(())
+        });
+        statement.to_string()
     }
 
     /// The statement's text, as given.
@@ -103,7 +185,7 @@ impl<'a> Parsed<'a> {
     /// Takes the statement for DataFusion's planner, when it reads the text
     /// as this tree (otherwise it gets the text).
     pub(crate) fn take_statement_for_datafusion(&mut self) -> Option<Statement> {
-        if !self.datafusion_reads_alike {
+        if !self.datafusion_reads_alike || self.has_travelled_names() {
             return None;
         }
         self.statement.take()

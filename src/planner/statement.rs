@@ -46,6 +46,9 @@ pub(crate) enum Route {
     /// DataFusion's planner, with this statement instead (a procedure call
     /// becomes a query of its table function; `DESCRIBE t$rt`, `DESCRIBE t`).
     Rewritten(Box<Statement>),
+    /// `SQLContext`, with this text instead of the statement's: a statement
+    /// rewritten here that travels in time, which only `SQLContext` runs.
+    SqlContextText(String),
 }
 
 /// What the filter decided.
@@ -96,13 +99,27 @@ impl StatementFilter<'_> {
             return Ok(Checked::route(Route::SqlContext));
         };
         check_relation_names(statement)?;
-        self.check_statement(statement, parsed).await
+        let mut checked = self.check_statement(statement, parsed).await?;
+        // Only `SQLContext` runs a statement with time-travel clauses: it
+        // swaps each for its temporary table, then hands DataFusion's
+        // planner (and so write routing) the text.
+        if parsed.has_travelled_names() {
+            checked.route = match checked.route {
+                Route::DataFusion => Route::SqlContext,
+                Route::Rewritten(statement) => {
+                    Route::SqlContextText(parsed.text_for_sqlcontext(&statement))
+                }
+                other => other,
+            };
+        }
+        Ok(checked)
     }
 
     /// Decides by the statement's [`Kind`]: its row of the classification
     /// says whether the filter routes it, refuses it on a lake-stream table,
     /// or leaves it to the layer that enforces its rule.
     async fn check_statement(&self, statement: &Statement, parsed: &Parsed<'_>) -> Result<Checked> {
+        refuse_travelled_target(statement, parsed)?;
         let kind = Kind::of(statement);
         let class = kind.class();
         if class.handling == Handling::Refused && class.enforcer == Enforcer::Filter {
@@ -565,6 +582,58 @@ fn reset_read_setting(key: &str, default: &str) -> Result<Checked> {
         .and_then(|mut statements| statements.pop())
         .ok_or_else(|| Error::Internal(format!("'{sql}' does not parse")))?;
     Ok(Checked::route(Route::Rewritten(Box::new(statement))))
+}
+
+/// A statement that writes or changes a table names it without a
+/// time-travel clause: `t VERSION AS OF 1` is a snapshot of `t`, read in a
+/// query, which nothing writes. (`SQLContext` would run the statement on a
+/// temporary table of the snapshot, and the error would name that.)
+fn refuse_travelled_target(statement: &Statement, parsed: &Parsed<'_>) -> Result<()> {
+    let (operation, targets): (&str, Vec<&ObjectName>) = match statement {
+        Statement::Insert(insert) => match &insert.table {
+            TableObject::TableName(name) => ("INSERT", vec![name]),
+            _ => return Ok(()),
+        },
+        Statement::Update(update) => (
+            "UPDATE",
+            table_factor_name(&update.table.relation)
+                .into_iter()
+                .collect(),
+        ),
+        Statement::Delete(delete) => {
+            let from = match &delete.from {
+                FromTable::WithFromKeyword(tables) | FromTable::WithoutKeyword(tables) => tables,
+            };
+            (
+                "DELETE",
+                delete
+                    .tables
+                    .iter()
+                    .chain(from.iter().filter_map(|t| table_factor_name(&t.relation)))
+                    .collect(),
+            )
+        }
+        Statement::Merge(merge) => (
+            "MERGE INTO",
+            table_factor_name(&merge.table).into_iter().collect(),
+        ),
+        Statement::Truncate(truncate) => (
+            "TRUNCATE TABLE",
+            truncate.table_names.iter().map(|t| &t.name).collect(),
+        ),
+        Statement::AlterTable(alter) => ("ALTER TABLE", vec![&alter.name]),
+        Statement::Drop { names, .. } => ("DROP", names.iter().collect()),
+        Statement::CreateTable(create) => ("CREATE TABLE", vec![&create.name]),
+        _ => return Ok(()),
+    };
+    match targets.into_iter().find_map(|name| parsed.travelled(name)) {
+        Some(clause) => Err(Error::TimeTravelTarget {
+            operation: operation.to_string(),
+            name: clause.name.clone(),
+            clause: clause.clause.clone(),
+        }),
+        None => Ok(()),
+    }
 }
 
 /// Writes name `t`, never `t$rt`: every write statement says so the same way.

@@ -175,6 +175,17 @@ pub(super) enum Job {
 }
 
 impl Job {
+    /// The procedure it runs.
+    pub(super) fn procedure(&self) -> Maintenance {
+        match self {
+            Job::CompactManifest => Maintenance::CompactManifest,
+            Job::Compact => Maintenance::Compact,
+            Job::ExpireSnapshots(_) => Maintenance::ExpireSnapshots,
+            Job::RemoveOrphanFiles { .. } => Maintenance::RemoveOrphanFiles,
+            Job::CreateTag { .. } => Maintenance::CreateTag,
+        }
+    }
+
     /// Runs it on `table`, answering its row's columns after the table's
     /// name.
     pub(super) async fn run(self, table: &Table) -> Result<Vec<ArrayRef>> {

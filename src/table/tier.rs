@@ -256,23 +256,26 @@ impl TableProvider for ProcedureTable {
             }
             Run::SetAside(position) => {
                 let table = catalog.get_table(&identifier).await.map_err(Error::from)?;
-                let store = catalog
+                let lazy = catalog
                     .binding()
                     .require("setting a segment aside", &identifier)?;
-                store.get().await?;
-                store.check_binding("setting a segment aside of", &table)?;
-                let position = *position;
-                let result = store
-                    .call("set a segment aside", |s| async move {
-                        s.set_aside(&table, position).await
-                    })
+                let store = lazy.get().await?;
+                lazy.check_binding("setting a segment aside of", &table)?;
+                let result = catalog
+                    .bounded_procedure(
+                        SET_ASIDE_FUNCTION,
+                        &identifier,
+                        store.set_aside(&table, *position),
+                    )
                     .await?;
                 vec![Arc::new(StringArray::from(vec![result]))]
             }
             Run::Maintenance(job) => {
                 let job = job.clone();
                 let columns = catalog
-                    .maintain(&identifier, |table| Box::pin(job.run(table)))
+                    .maintain(job.procedure().name(), &identifier, |table| {
+                        Box::pin(job.run(table))
+                    })
                     .await?;
                 std::iter::once(name).chain(columns).collect()
             }
