@@ -330,81 +330,94 @@ async fn writer_processes_end_after_a_tablet_restart() {
         .await;
     }
     let logs = tempfile::tempdir().expect("a directory for the shells' errors");
-    let stop = Arc::new(AtomicBool::new(false));
-    let mut writers = Vec::new();
-    for n in 0..SHELL_WRITERS {
-        let table = if n % 2 == 0 { "wa" } else { "wb" };
-        let log = logs.path().join(format!("writer-{n}.err"));
-        let mut child = Command::new(env!("CARGO_BIN_EXE_lakestream-cli"))
-            .arg("--warehouse")
-            .arg(&cluster.warehouse)
-            .args(["--store", "fluss", "-q", "--option"])
-            .arg(format!("fluss.bootstrap.servers={}", cluster.bootstrap))
-            .args([
-                "--option",
-                "fluss.client.connect-timeout=2s",
-                "--option",
-                "fluss.client.request-timeout=10s",
-                "--option",
-                "lakestream.timeout=15s",
-            ])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).expect("an error log"))
-            .spawn()
-            .expect("start lakestream-cli");
-        let mut input = child.stdin.take().expect("the shell's input");
-        let stop = Arc::clone(&stop);
-        let feeder = std::thread::spawn(move || {
-            let mut statement = 0;
-            while !stop.load(Ordering::Relaxed) {
-                // Rows over every bucket in each statement.
-                let values: Vec<String> = (0..20)
-                    .map(|row| format!("({}, 'v')", n * 1_000_000 + statement * 20 + row))
-                    .collect();
-                let sql = format!("INSERT INTO {table} VALUES {};", values.join(", "));
-                // A shell reading a script stops at its first error.
-                if writeln!(input, "{sql}").is_err() {
-                    break;
-                }
-                statement += 1;
-                std::thread::sleep(Duration::from_millis(50));
-            }
-            // The input ends here.
-        });
-        writers.push((child, feeder, log));
-    }
-    tokio::time::sleep(Duration::from_secs(5)).await;
-    script(&cluster, &["restart-tablet", "1"]).await;
-    tokio::time::sleep(Duration::from_secs(5)).await;
-    stop.store(true, Ordering::Relaxed);
-
-    // Far above the 15 s a statement may take: a process still running
-    // then has hung.
-    let deadline = Instant::now() + Duration::from_secs(150);
     let mut hung = Vec::new();
-    for (n, (mut child, feeder, log)) in writers.into_iter().enumerate() {
-        // The feeder may be blocked writing to a shell that stopped reading:
-        // it ends once the shell does.
-        loop {
-            match child.try_wait().expect("the shell's status") {
-                Some(status) => {
-                    eprintln!("writer {n} ended: {status}");
-                    break;
+    // Each round restarts another tablet server under a new set of shells.
+    for (round, tablet) in ["1", "2"].into_iter().enumerate() {
+        let stop = Arc::new(AtomicBool::new(false));
+        let mut writers = Vec::new();
+        for n in 0..SHELL_WRITERS {
+            let table = if n % 2 == 0 { "wa" } else { "wb" };
+            let log = logs.path().join(format!("round-{round}-writer-{n}.err"));
+            let mut child = Command::new(env!("CARGO_BIN_EXE_lakestream-cli"))
+                .arg("--warehouse")
+                .arg(&cluster.warehouse)
+                .args(["--store", "fluss", "-q", "--option"])
+                .arg(format!("fluss.bootstrap.servers={}", cluster.bootstrap))
+                .args([
+                    "--option",
+                    "fluss.client.connect-timeout=2s",
+                    "--option",
+                    "fluss.client.request-timeout=10s",
+                    "--option",
+                    "lakestream.timeout=15s",
+                ])
+                .stdin(Stdio::piped())
+                .stdout(Stdio::null())
+                .stderr(std::fs::File::create(&log).expect("an error log"))
+                .spawn()
+                .expect("start lakestream-cli");
+            let mut input = child.stdin.take().expect("the shell's input");
+            let stop = Arc::clone(&stop);
+            let feeder = std::thread::spawn(move || {
+                let mut statement = 0;
+                while !stop.load(Ordering::Relaxed) {
+                    // One row a statement, or rows over every bucket.
+                    let rows = if n < SHELL_WRITERS / 2 { 1 } else { 20 };
+                    let values: Vec<String> = (0..rows)
+                        .map(|row| {
+                            format!(
+                                "({}, 'v')",
+                                round * 10_000_000 + n * 1_000_000 + statement * 20 + row
+                            )
+                        })
+                        .collect();
+                    let sql = format!("INSERT INTO {table} VALUES {};", values.join(", "));
+                    // A shell reading a script stops at its first error.
+                    if writeln!(input, "{sql}").is_err() {
+                        break;
+                    }
+                    statement += 1;
+                    std::thread::sleep(Duration::from_millis(50));
                 }
-                None if Instant::now() < deadline => {
-                    tokio::time::sleep(Duration::from_millis(500)).await;
-                }
-                None => {
-                    let errors = std::fs::read_to_string(&log).unwrap_or_default();
-                    hung.push(format!("writer {n}, which printed: {errors}"));
-                    let _ = child.kill();
-                    let _ = child.wait();
-                    break;
+                // The input ends here.
+            });
+            writers.push((child, feeder, log));
+        }
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        script(&cluster, &["restart-tablet", tablet]).await;
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        stop.store(true, Ordering::Relaxed);
+
+        // Far above the 15 s a statement may take: a process still running
+        // then has hung.
+        let deadline = Instant::now() + Duration::from_secs(150);
+        for (n, (mut child, feeder, log)) in writers.into_iter().enumerate() {
+            // The feeder may be blocked writing to a shell that stopped reading:
+            // it ends once the shell does.
+            loop {
+                match child.try_wait().expect("the shell's status") {
+                    Some(status) => {
+                        let errors = std::fs::read_to_string(&log).unwrap_or_default();
+                        let first: String = errors.chars().take(300).collect();
+                        eprintln!("round {round}: writer {n} ended: {status}: {first}");
+                        break;
+                    }
+                    None if Instant::now() < deadline => {
+                        tokio::time::sleep(Duration::from_millis(500)).await;
+                    }
+                    None => {
+                        let errors = std::fs::read_to_string(&log).unwrap_or_default();
+                        hung.push(format!(
+                            "round {round}, writer {n}, which printed: {errors}"
+                        ));
+                        let _ = child.kill();
+                        let _ = child.wait();
+                        break;
+                    }
                 }
             }
+            feeder.join().expect("feeder");
         }
-        feeder.join().expect("feeder");
     }
     assert!(
         hung.is_empty(),

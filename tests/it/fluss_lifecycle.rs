@@ -197,12 +197,28 @@ async fn a_refused_turn_off_leaves_tiering_and_writers_alone() {
         }
         failed
     });
+    let mut errors = Vec::new();
     for _ in 0..5 {
-        let error = fails(
-            &ctx,
-            "ALTER TABLE fl_refused SET TBLPROPERTIES ('lakestream.enabled' = 'false')",
-        )
-        .await;
+        errors.push(
+            fails(
+                &ctx,
+                "ALTER TABLE fl_refused SET TBLPROPERTIES ('lakestream.enabled' = 'false')",
+            )
+            .await,
+        );
+    }
+    let failed = writer.await.expect("the writer");
+    assert!(
+        failed.is_empty(),
+        "writes beside the refusals failed: {failed:?}"
+    );
+    let after = fluss_info(cluster, "fl_refused").await;
+    assert_eq!(
+        (after.get_table_id(), after.get_modified_time()),
+        (before.get_table_id(), before.get_modified_time()),
+        "a refused turn-off changed the Fluss table"
+    );
+    for error in errors {
         assert!(
             error.contains("cannot turn lake-stream mode of 'default.fl_refused' off"),
             "{error}"
@@ -210,18 +226,6 @@ async fn a_refused_turn_off_leaves_tiering_and_writers_alone() {
         assert!(error.contains("Nothing was changed"), "{error}");
         assert!(error.contains("'1h' for it"), "{error}");
     }
-    let failed = writer.await.expect("the writer");
-    assert!(
-        failed.is_empty(),
-        "writes beside the refusals failed: {failed:?}"
-    );
-
-    let after = fluss_info(cluster, "fl_refused").await;
-    assert_eq!(
-        (after.get_table_id(), after.get_modified_time()),
-        (before.get_table_id(), before.get_modified_time()),
-        "a refused turn-off changed the Fluss table"
-    );
     assert_eq!(
         after.get_properties().get("table.datalake.enabled"),
         Some(&"true".to_string())
