@@ -293,3 +293,134 @@ async fn a_drop_waits_until_every_replica_is_up() {
     script(&cluster, &["restart-tablet", "1"]).await;
     script(&cluster, &["restart-tablet", "0"]).await;
 }
+
+/// Shell processes writing to primary-key tables, each fed statements on
+/// its standard input.
+const SHELL_WRITERS: usize = 4;
+
+/// Issue 37 item 11: a tablet server restarted under running writers leaves
+/// none of them behind. Each shell's statement either succeeds or fails
+/// within `lakestream.timeout` (its outcome unknown), and the shell exits
+/// once its input ends, rather than spinning in fluss-rs's sender for ever
+/// while its runtime shuts down. How long an exit may take is bounded only
+/// by this test's generous wait for a hung process.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    fluss_off,
+    ignore = "LAKESTREAM_FLUSS=0: the Fluss tests are left out (they start a Fluss cluster: Java 17, Maven, Maven Central)"
+)]
+async fn writer_processes_end_after_a_tablet_restart() {
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+
+    let _heavy = crate::fluss::heavy().await;
+    let cluster = cluster("writers-exit", 3, ZK_SESSION).await;
+    let harness = FlussHarness::on(&cluster);
+    let (_warehouse, ctx) = open(&harness, StoreCondition::Reachable).await;
+    for table in ["wa", "wb"] {
+        run(
+            &ctx,
+            &format!(
+                "CREATE TABLE {table} (k INT NOT NULL, v STRING, PRIMARY KEY (k)) \
+                 WITH ('bucket' = '3', 'lakestream.enabled' = 'true')"
+            ),
+        )
+        .await;
+    }
+    let logs = tempfile::tempdir().expect("a directory for the shells' errors");
+    let mut hung = Vec::new();
+    // Each round restarts another tablet server under a new set of shells.
+    for (round, tablet) in ["1", "2"].into_iter().enumerate() {
+        let stop = Arc::new(AtomicBool::new(false));
+        let mut writers = Vec::new();
+        for n in 0..SHELL_WRITERS {
+            let table = if n % 2 == 0 { "wa" } else { "wb" };
+            let log = logs.path().join(format!("round-{round}-writer-{n}.err"));
+            let mut child = Command::new(env!("CARGO_BIN_EXE_lakestream-cli"))
+                .arg("--warehouse")
+                .arg(&cluster.warehouse)
+                .args(["--store", "fluss", "-q", "--option"])
+                .arg(format!("fluss.bootstrap.servers={}", cluster.bootstrap))
+                .args([
+                    "--option",
+                    "fluss.client.connect-timeout=2s",
+                    "--option",
+                    "fluss.client.request-timeout=10s",
+                    "--option",
+                    "lakestream.timeout=15s",
+                ])
+                .stdin(Stdio::piped())
+                .stdout(Stdio::null())
+                .stderr(std::fs::File::create(&log).expect("an error log"))
+                .spawn()
+                .expect("start lakestream-cli");
+            let mut input = child.stdin.take().expect("the shell's input");
+            let stop = Arc::clone(&stop);
+            let feeder = std::thread::spawn(move || {
+                let mut statement = 0;
+                while !stop.load(Ordering::Relaxed) {
+                    // One row a statement, or rows over every bucket.
+                    let rows = if n < SHELL_WRITERS / 2 { 1 } else { 20 };
+                    let values: Vec<String> = (0..rows)
+                        .map(|row| {
+                            format!(
+                                "({}, 'v')",
+                                round * 10_000_000 + n * 1_000_000 + statement * 20 + row
+                            )
+                        })
+                        .collect();
+                    let sql = format!("INSERT INTO {table} VALUES {};", values.join(", "));
+                    // A shell reading a script stops at its first error.
+                    if writeln!(input, "{sql}").is_err() {
+                        break;
+                    }
+                    statement += 1;
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+                // The input ends here.
+            });
+            writers.push((child, feeder, log));
+        }
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        script(&cluster, &["restart-tablet", tablet]).await;
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        stop.store(true, Ordering::Relaxed);
+
+        // Far above the 15 s a statement may take: a process still running
+        // then has hung.
+        let deadline = Instant::now() + Duration::from_secs(150);
+        for (n, (mut child, feeder, log)) in writers.into_iter().enumerate() {
+            // The feeder may be blocked writing to a shell that stopped reading:
+            // it ends once the shell does.
+            loop {
+                match child.try_wait().expect("the shell's status") {
+                    Some(status) => {
+                        let errors = std::fs::read_to_string(&log).unwrap_or_default();
+                        let first: String = errors.chars().take(300).collect();
+                        eprintln!("round {round}: writer {n} ended: {status}: {first}");
+                        break;
+                    }
+                    None if Instant::now() < deadline => {
+                        tokio::time::sleep(Duration::from_millis(500)).await;
+                    }
+                    None => {
+                        let errors = std::fs::read_to_string(&log).unwrap_or_default();
+                        hung.push(format!(
+                            "round {round}, writer {n}, which printed: {errors}"
+                        ));
+                        let _ = child.kill();
+                        let _ = child.wait();
+                        break;
+                    }
+                }
+            }
+            feeder.join().expect("feeder");
+        }
+    }
+    assert!(
+        hung.is_empty(),
+        "shells still running long after their input ended: {hung:?}"
+    );
+}

@@ -21,7 +21,7 @@ impl Untiered {
 /// How long a table this process created may wait for Fluss's coordinator
 /// to take it in before it is made again: see
 /// [`FlussStore::until_created_taken_in`].
-const TAKE_IN_WAIT: Duration = Duration::from_secs(10);
+pub(super) const TAKE_IN_WAIT: Duration = Duration::from_secs(10);
 
 impl FlussStore {
     /// Creates the Fluss table of `shape`, with tiering off until the Paimon
@@ -211,7 +211,7 @@ impl FlussStore {
     /// still maps the path to a table dropped a moment ago answers metadata
     /// with the new table's id and the old table's leaders, which serve no
     /// bucket of the new table.
-    async fn leaderless_within(
+    pub(super) async fn leaderless_within(
         &self,
         target: &Target,
         info: &TableInfo,

@@ -10,13 +10,17 @@
 //!   Paimon snapshot (or a newer one others committed on top, see `lake`)
 //!   and, per bucket, the log offset tiering has reached (exclusive); the log
 //!   is read from there to the latest offset fixed now (`log`, `probe`).
-//! - Writes go through fluss-rs and return once Fluss acknowledged them.
-//! - Turning the mode off ([`LakestreamStore::stop_tiering`]) first turns
-//!   `table.datalake.enabled` off, then counts, per bucket, the log after
-//!   the offsets of the newest lake snapshot. Fluss records a lake snapshot
-//!   only after Paimon committed it, so nothing counted means every row is
-//!   in Paimon, whatever a tiering round running meanwhile does; anything
-//!   counted turns tiering back on and refuses, with the count. Rows that
+//! - Writes go through fluss-rs and return once Fluss acknowledged them. A
+//!   write that did not settle leaves fluss-rs's writer client open for
+//!   good, since closing it can hang (see `writer::Unsettled`).
+//! - Turning the mode off ([`LakestreamStore::stop_tiering`]) first counts,
+//!   per bucket, the log after the offsets of the newest lake snapshot, and
+//!   refuses with the count while any record waits, touching nothing. With
+//!   none, it turns `table.datalake.enabled` off and counts again. Fluss
+//!   records a lake snapshot only after Paimon committed it, so nothing
+//!   counted means every row is in Paimon, whatever a tiering round running
+//!   meanwhile does; anything counted (a write that came in between) turns
+//!   tiering back on and refuses, with the count. Rows that
 //!   reach the table afterwards (writes planned before) are never tiered
 //!   while the mode is off, and turning it on again over them is refused
 //!   on a primary-key table once Paimon has rows from elsewhere.
@@ -98,6 +102,7 @@ use super::{
 };
 use crate::error::{Error, Result};
 
+use self::attach::TAKE_IN_WAIT;
 pub use self::connection::FlussStoreFactory;
 pub use self::error::FlussStoreError;
 pub use self::schema::SYSTEM_COLUMNS;
@@ -139,6 +144,59 @@ fn tiering_on(info: &TableInfo) -> bool {
         .is_some_and(|v| v.eq_ignore_ascii_case("true"))
 }
 
+/// The refusal of a turn-off while `untiered` records wait, with how long
+/// to wait for them; `note` first, what became of the table's tiering when
+/// it was not left as it was.
+fn untiered_error(
+    target: &Target,
+    info: &TableInfo,
+    untiered: &attach::Untiered,
+    note: Option<String>,
+) -> Error {
+    let records = untiered.records();
+    let buckets = untiered
+        .waiting
+        .iter()
+        .map(|(bucket, from, to)| format!("bucket {bucket}: offsets {from} to {}", to - 1))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let freshness = info
+        .get_properties()
+        .get("table.datalake.freshness")
+        .map_or_else(
+            || "Fluss's default of 3 minutes".to_string(),
+            |f| format!("'{f}'"),
+        );
+    let name = &target.name;
+    let wait = format!(
+        "Wait for Fluss's tiering service to tier them: it tiers the table every \
+         'table.datalake.freshness' ({freshness} for it), so they are in Paimon within about \
+         that long while the service runs, and each tiering commits a snapshot by \
+         '{TIERING_COMMIT_USER}' that {name}$snapshots shows. Stop writers to '{name}' first, \
+         or new rows wait too"
+    );
+    let note = note.unwrap_or_else(|| {
+        "Nothing was changed: Fluss goes on tiering the table and taking its writes.".to_string()
+    });
+    let wait = format!("{note} {wait}");
+    Error::UntieredRows {
+        store: IDENTIFIER.to_string(),
+        table: name.clone(),
+        pending: format!("{records} change-log records ({buckets})"),
+        wait,
+    }
+}
+
+/// The error of a `DROP TABLE` that found its Fluss table dropped and made
+/// again (another table id) by another process while it checked it.
+fn replaced_while_dropping(target: &Target) -> Error {
+    target.replaced(
+        "dropped and created again",
+        "while this DROP ran",
+        "the table made again was not dropped. Run DROP TABLE again to drop it",
+    )
+}
+
 impl FlussStore {
     fn target(&self, table: &Table) -> Result<Target> {
         let identifier = table.identifier();
@@ -159,6 +217,12 @@ impl FlussStore {
     /// are up than the table keeps replicas, or when a bucket of an
     /// unpartitioned table has no leader among them. A server killed a moment
     /// ago still counts as up until its coordinator session expires.
+    ///
+    /// Buckets without any leader while no server is known down are checked
+    /// against the coordinator first: another process may have dropped the
+    /// table (nothing left to drop here), dropped and created it again (its
+    /// table id changed: refused, naming that), or just created it (Fluss
+    /// gives a new table's buckets leaders within a second, waited for).
     async fn check_replicas_up(
         &self,
         target: &Target,
@@ -203,14 +267,51 @@ impl FlussStore {
                 up.len()
             ));
         } else if info.get_partition_keys().is_empty() {
-            let leaderless: Vec<i32> = self
-                .bucket_leaders(target, &info)
-                .await?
-                .into_iter()
-                .filter(|(_, leader)| !leader.is_some_and(|id| up.contains(&id)))
-                .map(|(bucket, _)| bucket)
+            let leaders = match self.bucket_leaders(target, &info).await {
+                Ok(leaders) => leaders,
+                // Fluss fails the metadata of a table dropped meanwhile.
+                Err(e) => {
+                    return match self.table_info(target).await {
+                        Err(Error::StoreTableMissing { .. }) => Ok(()),
+                        Ok(now) if now.get_table_id() != info.get_table_id() => {
+                            Err(replaced_while_dropping(target))
+                        }
+                        _ => Err(e),
+                    }
+                }
+            };
+            let on_down: Vec<i32> = leaders
+                .iter()
+                .filter(|(_, leader)| leader.is_some_and(|id| !up.contains(&id)))
+                .map(|(bucket, _)| *bucket)
                 .collect();
-            if !leaderless.is_empty() {
+            let mut leaderless: Vec<i32> = leaders
+                .iter()
+                .filter(|(_, leader)| leader.is_none())
+                .map(|(bucket, _)| *bucket)
+                .collect();
+            if on_down.is_empty() && !leaderless.is_empty() {
+                // No leader, and no server known to be down: the table at
+                // the path may not be the one described a moment ago
+                // (another process dropped it, or dropped and created it
+                // again), or a new one Fluss is still giving leaders.
+                let now = match self.table_info(target).await {
+                    Ok(now) => now,
+                    Err(Error::StoreTableMissing { .. }) => return Ok(()),
+                    Err(e) => return Err(e),
+                };
+                if now.get_table_id() != info.get_table_id() {
+                    return Err(replaced_while_dropping(target));
+                }
+                leaderless = self
+                    .leaderless_within(target, &now, TAKE_IN_WAIT.min(target.request_timeout))
+                    .await?;
+            }
+            if !on_down.is_empty() {
+                down = Some(format!(
+                    "buckets {on_down:?} have their leader on a tablet server that is not up"
+                ));
+            } else if !leaderless.is_empty() {
                 down = Some(format!(
                     "buckets {leaderless:?} have no leader on a tablet server that is up"
                 ));
@@ -416,11 +517,20 @@ impl LakestreamStore for FlussStore {
         // The coordinator's answer: a missing table is missing.
         let info = self.table_info(&target).await?;
         let was_on = tiering_on(&info);
-        // Off first, then count: the lake snapshot the count starts from is
-        // recorded only after Paimon committed it, so a count of nothing
-        // means every row is in Paimon, and a round of the service that ran
-        // meanwhile committed rows the count saw as tiered or as waiting.
         if was_on {
+            // Counted first, with tiering left on: while records wait, the
+            // turn-off is refused without touching the table, so retrying
+            // it (as its error advises) neither holds tiering back nor
+            // fails the table's writes.
+            let untiered = self.untiered(&target, &info).await?;
+            if !untiered.waiting.is_empty() {
+                return Err(untiered_error(&target, &info, &untiered, None));
+            }
+            // Off, then counted again: the lake snapshot the count starts
+            // from is recorded only after Paimon committed it, so a count of
+            // nothing means every row is in Paimon, and a round of the
+            // service that ran meanwhile committed rows the count saw as
+            // tiered or as waiting.
             self.set_tiering(&target, false).await?;
         }
         let waiting = self.untiered(&target, &info).await;
@@ -434,50 +544,25 @@ impl LakestreamStore for FlussStore {
                     Ok(())
                 };
                 let untiered = other?;
-                let records = untiered.records();
-                let buckets = untiered
-                    .waiting
-                    .iter()
-                    .map(|(bucket, from, to)| {
-                        format!("bucket {bucket}: offsets {from} to {}", to - 1)
-                    })
-                    .collect::<Vec<_>>()
-                    .join(", ");
-                let freshness = info
-                    .get_properties()
-                    .get("table.datalake.freshness")
-                    .map_or_else(
-                        || "Fluss's default of 3 minutes".to_string(),
-                        |f| format!("'{f}'"),
-                    );
-                let name = &target.name;
-                let mut wait = format!(
-                    "Wait for Fluss's tiering service to tier them: it tiers the table every \
-                     'table.datalake.freshness' ({freshness} for it), and each tiering commits \
-                     a snapshot by '{TIERING_COMMIT_USER}' that {name}$snapshots shows. Stop \
-                     writers to '{name}' first, or new rows wait too"
-                );
                 let restart = format!(
                     "turn the mode on again (ALTER TABLE {name} SET TBLPROPERTIES \
-                     ('lakestream.enabled'='true')), which turns it on"
+                     ('lakestream.enabled'='true')), which turns it on",
+                    name = target.name
                 );
-                if let Err(e) = resumed {
-                    wait = format!(
+                let note = if let Err(e) = resumed {
+                    Some(format!(
                         "Fluss's tiering of the table was turned off to count them and could \
-                         not be turned on again ({e}): {restart}. {wait}"
-                    );
+                         not be turned on again ({e}): {restart}."
+                    ))
                 } else if !was_on {
-                    wait = format!(
+                    Some(format!(
                         "Fluss's tiering of the table is off ('table.datalake.enabled' is not \
-                         'true' on the Fluss table): {restart}. {wait}"
-                    );
-                }
-                Err(Error::UntieredRows {
-                    store: IDENTIFIER.to_string(),
-                    table: name.clone(),
-                    pending: format!("{records} change-log records ({buckets})"),
-                    wait,
-                })
+                         'true' on the Fluss table): {restart}."
+                    ))
+                } else {
+                    None
+                };
+                Err(untiered_error(&target, &info, &untiered, note))
             }
         }
     }

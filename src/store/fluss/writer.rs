@@ -112,6 +112,52 @@ impl SendFailure {
     }
 }
 
+/// The connection's writer client, held open for good unless the write that
+/// took it settles (each row it queued acknowledged).
+///
+/// fluss-rs 1.0 closes its writer client when the last handle to it goes
+/// (the store dropped, as at the end of a process). Its sender task then
+/// drains what is still queued before it polls any request in flight, and a
+/// bucket whose queued batch waits behind a request in flight (as after a
+/// tablet server restarted under a write) keeps it in that loop for ever,
+/// never yielding: the task cannot be aborted, and the shutdown of its
+/// runtime (the process's end) waits for it. A write that did not settle
+/// (no answer within `lakestream.timeout`, an error, or the statement
+/// cancelled) leaves the client open instead: its sender goes on sending and
+/// retrying in the background, never closed, and ends with its runtime.
+/// Nothing is said of those rows beyond the write's own error (their
+/// outcome is unknown).
+pub(super) struct Unsettled(Option<Box<dyn std::any::Any + Send + Sync>>);
+
+impl Unsettled {
+    pub(super) fn hold(connection: &FlussConnection) -> Self {
+        Self(
+            connection
+                .get_or_create_writer_client()
+                .ok()
+                .map(|client| Box::new(client) as Box<dyn std::any::Any + Send + Sync>),
+        )
+    }
+
+    /// Every row was answered: the client may close when the store goes.
+    pub(super) fn settle(mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for Unsettled {
+    fn drop(&mut self) {
+        if let Some(client) = self.0.take() {
+            ::log::debug!(
+                target: FLUSS_LOG,
+                "a write to Fluss did not settle: its writer client is left open so that \
+                 closing it cannot hang this process"
+            );
+            std::mem::forget(client);
+        }
+    }
+}
+
 /// Since when a write's table may have changed.
 pub(super) const WHILE_WRITING: &str = "while this write ran";
 
@@ -324,6 +370,8 @@ impl FlussStore {
             converted.push(batch);
         }
         let mut pending = Vec::new();
+        // Until every row queued is answered, the writer client must not close.
+        let unsettled = Unsettled::hold(&self.connection);
         // Once a row is queued, fluss-rs may send it at any moment.
         let failed = |pending: &Vec<_>, e: fluss::error::Error| SendFailure {
             gone: is_gone(&e),
@@ -403,7 +451,10 @@ impl FlussStore {
             futures::future::try_join_all(pending).await
         };
         match target.answer("write", acknowledged).await.map_err(sent)? {
-            Ok(_) => Ok(rows),
+            Ok(_) => {
+                unsettled.settle();
+                Ok(rows)
+            }
             Err(e) => Err(SendFailure {
                 gone: is_gone(&e),
                 sent: true,
