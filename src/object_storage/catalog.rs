@@ -105,7 +105,7 @@ impl SafeCommits {
     ) -> paimon::Result<T> {
         match self.warehouse {
             Warehouse::Local => {
-                super::local::with_schema_lock(&self.location, database, work).await
+                super::schema_lock::with_local_schema_lock(&self.location, database, work).await
             }
             #[cfg(feature = "s3")]
             Warehouse::S3 => {

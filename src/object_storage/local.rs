@@ -27,7 +27,7 @@
 //! Not covered: writers outside this crate (Java Paimon, other builds), and
 //! file systems without hard links (see [`rename_no_replace`]).
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use opendal::raw::*;
@@ -52,123 +52,6 @@ pub(super) fn file_io() -> paimon::Result<FileIO> {
     FileIOBuilder::new("file")
         .with_fs_operator(operator)
         .build()
-}
-
-/// The lock file, in a database's directory, that the schema writes of its
-/// tables take (see [`with_schema_lock`]). A file, so paimon and pypaimon, which
-/// list a database's tables as its directories, never take it for a table.
-const SCHEMA_LOCK: &str = ".lakestream-schema.lock";
-
-/// The directory a local location names (`/w`, `file:/w`, `file:///w`).
-fn local_path(location: &str) -> PathBuf {
-    PathBuf::from(location.strip_prefix("file:").unwrap_or(location))
-}
-
-/// Runs `work` holding database `database`'s schema lock in the local
-/// warehouse at `warehouse`, exclusively: every process's `CREATE`,
-/// `ALTER`, `DROP` and `RENAME` of a table of the database, and `DROP
-/// DATABASE`, through this crate's catalog, one at a time.
-///
-/// paimon's file-system catalog writes a table's next schema file in place
-/// after reading the newest one (`ALTER TABLE`), or after checking that the
-/// first is absent (`CREATE TABLE`), through its own file IO, which
-/// [`file_io`] does not reach: two processes at once write the same file,
-/// and the later one silently undoes the other's change (a column, an
-/// option, the lake-stream mode).
-///
-/// Within a process, statements wait their turn on a mutex before the file
-/// lock, so waiting ties up no thread. A database without a directory takes
-/// no lock (paimon then says it does not exist).
-pub(super) async fn with_schema_lock<T>(
-    warehouse: &str,
-    database: &str,
-    work: impl std::future::Future<Output = paimon::Result<T>>,
-) -> paimon::Result<T> {
-    let path = local_path(warehouse)
-        .join(format!("{database}.db"))
-        .join(SCHEMA_LOCK);
-    let key = path.display().to_string();
-    let take = async {
-        let failed = |reason: String| paimon::Error::UnexpectedError {
-            message: format!(
-                "cannot take the schema lock of database '{database}' ({}): {reason}; \
-                 nothing was changed",
-                path.display()
-            ),
-            source: None,
-        };
-        let path = path.clone();
-        tokio::task::spawn_blocking(move || lock(&path))
-            .await
-            .map_err(|e| failed(e.to_string()))?
-            .map_err(|e| failed(e.to_string()))
-    };
-    super::schema_lock::holding(key, take, work).await
-}
-
-/// The lock file `path` opened and locked exclusively; `None` when its
-/// directory does not exist. A warehouse this process may not write gets
-/// the lock through a read-only open of an existing file (a statement that
-/// changes nothing still runs there), or none.
-///
-/// `DROP DATABASE` removes the lock file with its directory while holding
-/// it; a process that waited on it then holds a lock on a file no one opens
-/// again. So the lock holds only while `path` still names the locked file;
-/// otherwise the file `path` names now is locked.
-fn lock(path: &Path) -> std::io::Result<Option<std::fs::File>> {
-    loop {
-        let Some(file) = lock_once(path)? else {
-            return Ok(None);
-        };
-        if names(path, &file)? {
-            return Ok(Some(file));
-        }
-    }
-}
-
-/// Whether `path` names the open file `file`.
-#[cfg(unix)]
-fn names(path: &Path, file: &std::fs::File) -> std::io::Result<bool> {
-    use std::os::unix::fs::MetadataExt;
-    let held = file.metadata()?;
-    match std::fs::metadata(path) {
-        Ok(named) => Ok(named.dev() == held.dev() && named.ino() == held.ino()),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
-        Err(e) => Err(e),
-    }
-}
-
-/// Without Unix's device and inode numbers the check is left out.
-#[cfg(not(unix))]
-fn names(_path: &Path, _file: &std::fs::File) -> std::io::Result<bool> {
-    Ok(true)
-}
-
-fn lock_once(path: &Path) -> std::io::Result<Option<std::fs::File>> {
-    let opened = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(path);
-    let file = match opened {
-        Ok(file) => file,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e)
-            if matches!(
-                e.kind(),
-                std::io::ErrorKind::PermissionDenied | std::io::ErrorKind::ReadOnlyFilesystem
-            ) =>
-        {
-            match std::fs::File::open(path) {
-                Ok(file) => file,
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-                Err(e) => return Err(e),
-            }
-        }
-        Err(e) => return Err(e),
-    };
-    file.lock()?;
-    Ok(Some(file))
 }
 
 /// The rules of [`file_io`]: renames onto a snapshot or schema name never
@@ -254,43 +137,12 @@ async fn rename_no_replace(
 
 #[cfg(test)]
 mod tests {
+    use std::path::Path;
+
     use super::*;
 
     fn path(dir: &Path, name: &str) -> String {
         dir.join(name).display().to_string()
-    }
-
-    /// `DROP DATABASE` removes the database's directory, lock file and all,
-    /// while it holds the lock. A process already waiting on that file then
-    /// gets a lock on a file no one else will open again: after a `CREATE
-    /// DATABASE` of the same name, another process locks the new file, and
-    /// both would change the database's tables at once. The waiter must
-    /// lock the file the path names when it gets its turn.
-    #[test]
-    fn a_waiter_on_a_lock_file_removed_under_it_locks_the_new_one() {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let database = dir.path().join("d.db");
-        std::fs::create_dir_all(&database).expect("dir");
-        let path = database.join(SCHEMA_LOCK);
-        let dropper = lock(&path).expect("lock").expect("a lock file");
-        let waiter = {
-            let path = path.clone();
-            std::thread::spawn(move || lock(&path).expect("lock").expect("a lock file"))
-        };
-        std::thread::sleep(Duration::from_millis(100));
-        // DROP DATABASE, then CREATE DATABASE and another process's DDL.
-        std::fs::remove_dir_all(&database).expect("drop");
-        std::fs::create_dir_all(&database).expect("create");
-        let other = lock(&path).expect("lock").expect("a lock file");
-        drop(dropper);
-        std::thread::sleep(Duration::from_millis(300));
-        assert!(
-            !waiter.is_finished(),
-            "the waiter took a lock on the removed file while another process holds the new one"
-        );
-        drop(other);
-        let held = waiter.join().expect("waiter");
-        drop(held);
     }
 
     /// Paimon rewrites its `LATEST` hint in place after each commit, and

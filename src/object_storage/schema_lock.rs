@@ -6,9 +6,11 @@
 //! reading the newest one, through its own file IO, which the commit guards
 //! do not reach: two processes at once write the same file, and the later
 //! one silently undoes the other's change. On local disk the lock is a file
-//! lock ([`super::local::with_schema_lock`]); on S3, the database's lease
+//! lock ([`with_local_schema_lock`]); on S3, the database's lease
 //! ([`with_schema_lease`]), an object created conditionally, as tierers
-//! share a table.
+//! share a table. Both live under `<warehouse>/_lakestream/schema-lock/`,
+//! outside the database's directory, which `DROP DATABASE` removes while it
+//! holds the lock.
 //!
 //! Within a process, statements wait their turn on a mutex before the lock,
 //! so waiting ties up no thread; a task that holds a lock takes it again at
@@ -17,6 +19,7 @@
 
 use std::collections::HashMap;
 use std::future::Future;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 
 tokio::task_local! {
@@ -54,6 +57,167 @@ fn turn_of(key: &str) -> Arc<tokio::sync::Mutex<()>> {
     Arc::clone(turns.entry(key.to_string()).or_default())
 }
 
+/// The directory a local location names (`/w`, `file:/w`, `file:///w`).
+fn local_path(location: &str) -> PathBuf {
+    PathBuf::from(location.strip_prefix("file:").unwrap_or(location))
+}
+
+/// The lock file of database `database`'s schema lock in the local
+/// warehouse at `warehouse`:
+/// `<warehouse>/_lakestream/schema-lock/<database>.lock`, where the S3
+/// lease lives too. Not in the database's directory: `DROP DATABASE`
+/// removes that while it holds the lock, and a process that had opened the
+/// lock file there (or opened it after a `CREATE DATABASE`) would lock a
+/// file other processes no longer lock, and run its DDL beside theirs.
+/// paimon and pypaimon list only `*.db` directories as databases, so they
+/// never take `_lakestream` for one. The file stays when its database is
+/// dropped (it is empty), so a waiter always locks the file others lock.
+fn schema_lock_path(warehouse: &str, database: &str) -> PathBuf {
+    local_path(warehouse)
+        .join("_lakestream")
+        .join("schema-lock")
+        .join(format!("{database}.lock"))
+}
+
+/// The lock file versions before [`schema_lock_path`] locked:
+/// `<database>.db/.lakestream-schema.lock`. Locked too, after that one, so
+/// DDL from such a version and from this one run one at a time.
+fn legacy_lock_path(warehouse: &str, database: &str) -> PathBuf {
+    local_path(warehouse)
+        .join(format!("{database}.db"))
+        .join(".lakestream-schema.lock")
+}
+
+/// Runs `work` holding database `database`'s schema lock in the local
+/// warehouse at `warehouse`, exclusively: every process's `CREATE`,
+/// `ALTER`, `DROP` and `RENAME` of a table of the database, and `DROP
+/// DATABASE`, through this crate's catalog, one at a time.
+///
+/// The lock is a file lock on [`schema_lock_path`], then on
+/// [`legacy_lock_path`] (when the database's directory exists): processes
+/// of this version are ordered by the first, and a process of an older
+/// version, which locks only the second, waits for (and is waited for by)
+/// every other. Files are locked in that order by everyone, so no two
+/// processes wait for each other.
+///
+/// Within a process, statements wait their turn on a mutex before the file
+/// locks, so waiting ties up no thread.
+pub(super) async fn with_local_schema_lock<T>(
+    warehouse: &str,
+    database: &str,
+    work: impl Future<Output = paimon::Result<T>>,
+) -> paimon::Result<T> {
+    let path = schema_lock_path(warehouse, database);
+    let legacy = legacy_lock_path(warehouse, database);
+    let key = path.display().to_string();
+    let take = async {
+        let failed = |reason: String| paimon::Error::UnexpectedError {
+            message: format!(
+                "cannot take the schema lock of database '{database}' ({}): {reason}; \
+                 nothing was changed",
+                path.display()
+            ),
+            source: None,
+        };
+        let (path, legacy) = (path.clone(), legacy.clone());
+        tokio::task::spawn_blocking(move || -> std::io::Result<_> {
+            let held = lock(&path, true)?;
+            let legacy = lock(&legacy, false)?;
+            Ok((held, legacy))
+        })
+        .await
+        .map_err(|e| failed(e.to_string()))?
+        .map_err(|e| failed(e.to_string()))
+    };
+    holding(key, take, work).await
+}
+
+/// How many times [`lock`] locks a lock file that is replaced under it
+/// before it gives up.
+const LOCK_TRIES: usize = 8;
+
+/// The lock file `path` opened and locked exclusively (with its directory
+/// made first when `make_dir`); `None` when its directory does not exist. A
+/// warehouse this process may not write gets the lock through a read-only
+/// open of an existing file (a statement that changes nothing still runs
+/// there), or none.
+///
+/// The lock holds only while `path` still names the locked file: a file
+/// removed while a process waited on it (the whole `_lakestream` directory
+/// removed by hand, or a database's directory, with the legacy file, by
+/// `DROP DATABASE`) is locked again by its name, a few times at most.
+fn lock(path: &Path, make_dir: bool) -> std::io::Result<Option<std::fs::File>> {
+    for _ in 0..LOCK_TRIES {
+        let Some(file) = lock_once(path, make_dir)? else {
+            return Ok(None);
+        };
+        if names(path, &file)? {
+            return Ok(Some(file));
+        }
+    }
+    Err(std::io::Error::other(format!(
+        "the lock file was replaced each of the {LOCK_TRIES} times it was locked"
+    )))
+}
+
+/// Whether `path` names the open file `file`.
+#[cfg(unix)]
+fn names(path: &Path, file: &std::fs::File) -> std::io::Result<bool> {
+    use std::os::unix::fs::MetadataExt;
+    let held = file.metadata()?;
+    match std::fs::metadata(path) {
+        Ok(named) => Ok(named.dev() == held.dev() && named.ino() == held.ino()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+/// Without Unix's device and inode numbers the check is left out.
+#[cfg(not(unix))]
+fn names(_path: &Path, _file: &std::fs::File) -> std::io::Result<bool> {
+    Ok(true)
+}
+
+fn lock_once(path: &Path, make_dir: bool) -> std::io::Result<Option<std::fs::File>> {
+    if let Some(dir) = path.parent().filter(|_| make_dir) {
+        match std::fs::create_dir_all(dir) {
+            Ok(()) => {}
+            // A warehouse this process may not write: an existing file
+            // is opened read-only below.
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::PermissionDenied | std::io::ErrorKind::ReadOnlyFilesystem
+                ) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    let opened = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(path);
+    let file = match opened {
+        Ok(file) => file,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e)
+            if matches!(
+                e.kind(),
+                std::io::ErrorKind::PermissionDenied | std::io::ErrorKind::ReadOnlyFilesystem
+            ) =>
+        {
+            match std::fs::File::open(path) {
+                Ok(file) => file,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+                Err(e) => return Err(e),
+            }
+        }
+        Err(e) => return Err(e),
+    };
+    file.lock()?;
+    Ok(Some(file))
+}
+
 /// Runs `work` holding database `database`'s schema lease in the S3
 /// warehouse at `warehouse` (reached with `s3`): an object under
 /// `<warehouse>/_lakestream/schema-lock/<database>/` (see
@@ -79,4 +243,155 @@ pub(super) async fn with_schema_lease<T>(
             })
     };
     holding(key, take, work).await
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    /// A lock file removed while a process waits on it (the `_lakestream`
+    /// directory removed by hand, or a database's directory, with the lock
+    /// file older versions take, by `DROP DATABASE`): the waiter must lock
+    /// the file the path names when its turn comes, not the removed one,
+    /// which no other process opens again.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_waiter_on_a_lock_file_removed_under_it_locks_the_new_one() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let locks = dir.path().join("locks");
+        let path = locks.join("d.lock");
+        let holder = lock(&path, true).expect("lock").expect("a lock file");
+        let waiter = {
+            let path = path.clone();
+            std::thread::spawn(move || lock(&path, true).expect("lock").expect("a lock file"))
+        };
+        // The waiter has the file open (two of them: the holder's too).
+        let opened_by_both = || {
+            std::fs::read_dir("/proc/self/fd").map_or(0, |fds| {
+                fds.filter_map(|fd| fd.ok())
+                    .filter(|fd| std::fs::read_link(fd.path()).is_ok_and(|to| to == path))
+                    .count()
+            }) >= 2
+        };
+        while !opened_by_both() {
+            assert!(!waiter.is_finished(), "the waiter did not wait");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        std::fs::remove_dir_all(&locks).expect("remove");
+        let other = lock(&path, true).expect("lock").expect("a lock file");
+        drop(holder);
+        std::thread::sleep(Duration::from_millis(300));
+        assert!(
+            !waiter.is_finished(),
+            "the waiter took a lock on the removed file while another process holds the new one"
+        );
+        drop(other);
+        drop(waiter.join().expect("waiter"));
+    }
+
+    /// `DROP DATABASE` removes the database's directory while it holds the
+    /// schema lock; another process's DDL, after a `CREATE DATABASE` of the
+    /// name, must still wait for it: the lock file is not in that directory.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn dropping_the_database_keeps_its_schema_lock() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let database = dir.path().join("d.db");
+        std::fs::create_dir_all(&database).expect("dir");
+        let warehouse = dir.path().display().to_string();
+        let (dropped, on_drop) = tokio::sync::oneshot::channel();
+        let (release, on_release) = tokio::sync::oneshot::channel::<()>();
+        let drop_database = {
+            let database = database.clone();
+            let warehouse = warehouse.clone();
+            tokio::spawn(async move {
+                with_local_schema_lock(&warehouse, "d", async move {
+                    std::fs::remove_dir_all(&database).expect("drop");
+                    std::fs::create_dir_all(&database).expect("create again");
+                    let _ = dropped.send(());
+                    let _ = on_release.await;
+                    Ok(())
+                })
+                .await
+            })
+        };
+        on_drop.await.expect("dropped");
+        // Another process: the file lock alone, without this process's turn.
+        let path = schema_lock_path(&warehouse, "d");
+        let other = std::thread::spawn(move || lock(&path, true).expect("lock").is_some());
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert!(
+            !other.is_finished(),
+            "another process took the schema lock while DROP DATABASE held it"
+        );
+        let _ = release.send(());
+        drop_database.await.expect("join").expect("drop database");
+        assert!(
+            other.join().expect("other"),
+            "the other process got no lock"
+        );
+    }
+
+    /// A process of a version that locks only the file in the database's
+    /// directory holds up this version's DDL on the database, and the
+    /// other way round, so the two never write a schema at once.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn ddl_waits_for_an_older_version_holding_its_lock_file() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        std::fs::create_dir_all(dir.path().join("d.db")).expect("dir");
+        let warehouse = dir.path().display().to_string();
+        let legacy = legacy_lock_path(&warehouse, "d");
+        let older = lock(&legacy, false).expect("lock").expect("a lock file");
+        let ddl = {
+            let warehouse = warehouse.clone();
+            tokio::spawn(
+                async move { with_local_schema_lock(&warehouse, "d", async { Ok(()) }).await },
+            )
+        };
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert!(
+            !ddl.is_finished(),
+            "DDL ran while an older version held the database's lock file"
+        );
+        drop(older);
+        ddl.await.expect("join").expect("ddl");
+        // And the other way round: the older version waits for this one.
+        let (locked, on_locked) = tokio::sync::oneshot::channel();
+        let (release, on_release) = tokio::sync::oneshot::channel::<()>();
+        let ddl = tokio::spawn(async move {
+            with_local_schema_lock(&warehouse, "d", async move {
+                let _ = locked.send(());
+                let _ = on_release.await;
+                Ok(())
+            })
+            .await
+        });
+        on_locked.await.expect("locked");
+        let older = std::thread::spawn(move || lock(&legacy, false).expect("lock").is_some());
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert!(
+            !older.is_finished(),
+            "an older version took its lock file while this version's DDL ran"
+        );
+        let _ = release.send(());
+        ddl.await.expect("join").expect("ddl");
+        assert!(
+            older.join().expect("older"),
+            "the older version got no lock"
+        );
+    }
+
+    /// A database without a directory still takes the lock (a `CREATE
+    /// DATABASE` may make it meanwhile), and leaves that directory alone.
+    #[tokio::test]
+    async fn a_database_without_a_directory_is_locked_without_making_one() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let warehouse = dir.path().display().to_string();
+        with_local_schema_lock(&warehouse, "none", async { Ok(()) })
+            .await
+            .expect("ddl");
+        assert!(schema_lock_path(&warehouse, "none").exists());
+        assert!(!dir.path().join("none.db").exists());
+    }
 }

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use paimon_lakestream::LakeStreamContext;
 
 use crate::s3_server::TestS3;
-use crate::support::{child_command, forward_lines, ids, local_store_options};
+use crate::support::{child_command, files_where, forward_lines, ids, local_store_options};
 
 /// Rows per INSERT: a statement is all of them or none.
 const ROWS_PER_INSERT: i64 = 10;
@@ -27,13 +27,19 @@ struct Setup {
     /// The S3 test server, when the warehouse and the store are in its
     /// bucket instead of on local disk.
     s3: Option<TestS3>,
+    /// Further catalog options of every process of the test.
+    extra: Vec<(&'static str, &'static str)>,
 }
 
 impl Setup {
     fn new() -> Self {
         let dir = tempfile::tempdir().expect("temporary directory");
         std::fs::create_dir_all(dir.path().join("warehouse")).expect("warehouse");
-        Self { dir, s3: None }
+        Self {
+            dir,
+            s3: None,
+            extra: Vec::new(),
+        }
     }
 
     /// The warehouse and the store beside it in a bucket of a fresh S3 test
@@ -44,12 +50,13 @@ impl Setup {
         Self {
             dir,
             s3: Some(TestS3::start()),
+            extra: Vec::new(),
         }
     }
 
     /// The catalog options of a process of the test.
     fn options(&self, tier_interval: &str) -> HashMap<String, String> {
-        match &self.s3 {
+        let mut options = match &self.s3 {
             None => local_store_options(&self.warehouse(), &self.store(), tier_interval),
             Some(s3) => s3.catalog_options(
                 "crash",
@@ -60,7 +67,13 @@ impl Setup {
                     ("local.lease-ttl", "3s"),
                 ],
             ),
-        }
+        };
+        options.extend(
+            self.extra
+                .iter()
+                .map(|(key, value)| (key.to_string(), value.to_string())),
+        );
+        options
     }
 
     fn warehouse(&self) -> PathBuf {
@@ -135,6 +148,15 @@ async fn child_process() {
             let count: i64 = env("CHILD_COUNT").parse().expect("count");
             for n in start..start + count {
                 run(&ctx, &insert_statement(&table, n)).await;
+                println!("ACK {n}");
+            }
+            println!("DONE");
+        }
+        "big-writer" => {
+            let start: i64 = env("CHILD_START").parse().expect("start");
+            let count: i64 = env("CHILD_COUNT").parse().expect("count");
+            for n in start..start + count {
+                run(&ctx, &big_insert(&table, n)).await;
                 println!("ACK {n}");
             }
             println!("DONE");
@@ -727,4 +749,178 @@ async fn a_create_cut_short_before_the_attach_is_finished_by_if_not_exists() {
         check_inserts(&ids(&fresh, "SELECT id FROM t$rt").await, &acked),
         acked
     );
+}
+
+/// Rows of each statement of the `big-writer` child: several parts of
+/// [`LEFTOVER_SEGMENT_SIZE`], so a statement is a multi-part write.
+const BIG_ROWS: i64 = 20_000;
+/// Statement `n` of the `big-writer` child writes ids from `n * BIG_STEP`.
+const BIG_STEP: i64 = 100_000;
+const LEFTOVER_SEGMENT_SIZE: (&str, &str) = ("local.segment-size", "16kb");
+
+fn big_insert(table: &str, n: i64) -> String {
+    format!(
+        "INSERT INTO {table} SELECT value + {}, repeat('x', 40) FROM generate_series(0, {})",
+        n * BIG_STEP,
+        BIG_ROWS - 1
+    )
+}
+
+/// The parts directories under the store `dir` whose write no log entry
+/// names (entries name it in plain text): a multi-part write that never
+/// committed.
+fn uncommitted_parts(dir: &Path) -> Vec<PathBuf> {
+    let mut dirs: Vec<PathBuf> = files_where(dir, |path| {
+        path.parent()
+            .and_then(Path::parent)
+            .is_some_and(|p| p.ends_with("parts"))
+    })
+    .into_iter()
+    .filter_map(|part| part.parent().map(Path::to_path_buf))
+    .collect();
+    dirs.dedup();
+    dirs.retain(|parts| {
+        let (Some(write), Some(incarnation)) = (
+            parts.file_name().and_then(|n| n.to_str()),
+            parts.parent().and_then(Path::parent),
+        ) else {
+            return false;
+        };
+        !files_where(&incarnation.join("log"), |_| true)
+            .iter()
+            .any(|entry| {
+                std::fs::read(entry)
+                    .is_ok_and(|bytes| bytes.windows(write.len()).any(|w| w == write.as_bytes()))
+            })
+    });
+    dirs
+}
+
+/// The temporary files of puts under `dir` (`.NAME.<pid>-<n>.tmp`).
+fn temporaries(dir: &Path) -> Vec<PathBuf> {
+    files_where(dir, |path| {
+        path.file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| n.starts_with('.') && n.ends_with(".tmp"))
+    })
+}
+
+/// Statement numbers of the `big-writer` child: every acknowledged one is
+/// there whole, any there is whole, no row twice.
+fn check_big_inserts(found: &[i64], acked: &BTreeSet<i64>) {
+    let distinct: BTreeSet<i64> = found.iter().copied().collect();
+    assert_eq!(distinct.len(), found.len(), "a row appears twice");
+    let mut by_insert: BTreeMap<i64, i64> = BTreeMap::new();
+    for id in &distinct {
+        *by_insert.entry(id / BIG_STEP).or_default() += 1;
+    }
+    for (insert, rows) in &by_insert {
+        assert_eq!(*rows, BIG_ROWS, "insert {insert} is partly visible");
+    }
+    for insert in acked {
+        assert!(
+            by_insert.contains_key(insert),
+            "acknowledged insert {insert} is lost"
+        );
+    }
+}
+
+/// A writer killed mid-write (`kill -9`) leaves files no log entry names:
+/// the parts of a multi-part write that never committed, and the temporary
+/// file of a put cut short. Tiering rounds leave them while they are young
+/// (a writer in progress looks the same) and remove them once a day old,
+/// keeping the parts that entries name; every acknowledged row is read
+/// exactly once before and after.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_killed_writers_leave_is_removed_once_a_day_old() {
+    let mut setup = Setup::new();
+    setup.extra.push(LEFTOVER_SEGMENT_SIZE);
+    let store = setup.store();
+    let ctx = context(&setup).await;
+    run(
+        &ctx,
+        "CREATE TABLE t (id BIGINT, v STRING) WITH ('lakestream.enabled' = 'true')",
+    )
+    .await;
+    let mut acked = BTreeSet::new();
+    // Writers killed a little after an acknowledged statement, at another
+    // point of the next one each round, until one died between its parts
+    // and its log entry.
+    for round in 0..30_i64 {
+        let child = spawn(
+            &setup,
+            &ChildSpec {
+                role: "big-writer",
+                table: "t",
+                start: (round + 1) * 1_000,
+                count: 1_000,
+                tier_interval: "off",
+                failpoint: None,
+            },
+        );
+        let mut first_ack = None;
+        let delay = Duration::from_millis(20 + 45 * (round as u64 % 7));
+        acked.extend(acks_until(child, move |n, t| {
+            if n >= 1 && first_ack.is_none() {
+                first_ack = Some(t);
+            }
+            first_ack.is_some_and(|first| t >= first + delay)
+        }));
+        if !uncommitted_parts(&store).is_empty() {
+            break;
+        }
+    }
+    // A writer that dies between writing a segment aside and linking it.
+    let child = spawn(
+        &setup,
+        &ChildSpec {
+            role: "writer",
+            table: "t",
+            start: 0,
+            count: 1,
+            tier_interval: "off",
+            failpoint: Some("put-before-link"),
+        },
+    );
+    let status = {
+        let mut child = child;
+        child.wait().expect("writer")
+    };
+    assert!(!status.success(), "the writer should have died");
+    let parts = uncommitted_parts(&store);
+    let temps = temporaries(&store);
+    assert!(!parts.is_empty(), "no killed writer left parts");
+    assert!(!temps.is_empty(), "no killed writer left a temporary file");
+    let fresh = context(&setup).await;
+    check_big_inserts(&ids(&fresh, "SELECT id FROM t$rt").await, &acked);
+
+    // Young, they stay: a writer in progress looks the same.
+    run(&fresh, "CALL sys.lakestream_tier('t')").await;
+    assert_eq!(uncommitted_parts(&store), parts);
+    assert_eq!(temporaries(&store), temps);
+    // A committed multi-part write, not tiered yet: its entry names its
+    // parts, which stay however old.
+    run(&fresh, &big_insert("t", 999)).await;
+    acked.insert(999);
+
+    // Everything in the store two days old.
+    let old = std::time::SystemTime::now() - Duration::from_secs(2 * 24 * 3600);
+    for file in files_where(&store, |_| true) {
+        std::fs::File::options()
+            .write(true)
+            .open(&file)
+            .and_then(|f| f.set_modified(old))
+            .unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+    }
+    let fresh = context(&setup).await;
+    run(&fresh, "CALL sys.lakestream_tier('t')").await;
+    assert_eq!(uncommitted_parts(&store), Vec::<PathBuf>::new());
+    assert_eq!(temporaries(&store), Vec::<PathBuf>::new());
+    let rt = ids(&fresh, "SELECT id FROM t$rt").await;
+    check_big_inserts(&rt, &acked);
+    let in_paimon = ids(&fresh, "SELECT id FROM t").await;
+    check_big_inserts(&in_paimon, &acked);
+    let rt: BTreeSet<i64> = rt.into_iter().collect();
+    let in_paimon: BTreeSet<i64> = in_paimon.into_iter().collect();
+    assert_eq!(rt, in_paimon);
 }

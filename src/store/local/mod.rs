@@ -24,6 +24,9 @@
 //!   first. Both are read from the log's listing, never counted in memory:
 //!   other processes write the same tables. Each round commits one snapshot
 //!   (a manifest and data files), so fewer, bigger rounds keep tables fast.
+//! - Each round first removes what writers killed mid-write left (parts of
+//!   writes that never committed, temporary files), once a day old
+//!   ([`leftovers`]).
 //!
 //! Catalog options (`local.<key>`): `path` (default `<warehouse>/_lakestream`),
 //! `tier-interval` (how often the background tierer checks, default `5s`,
@@ -35,6 +38,7 @@
 
 mod error;
 mod lease;
+mod leftovers;
 mod path;
 mod root;
 mod segment;
@@ -718,7 +722,9 @@ impl Inner {
         ))
     }
 
-    /// Tiers `table`, then, when the round committed, runs the maintenance
+    /// Tiers `table` (first removing what killed writers left in its store
+    /// table once a day old: [`leftovers`]), then, when the round
+    /// committed, runs the maintenance
     /// after a commit ([`maintenance::after_commit`]: what the table's
     /// `lakestream.maintenance` lists, past Paimon's thresholds) under the
     /// table's tiering locks, as `CALL`ed maintenance does. A

@@ -697,6 +697,33 @@ impl Root {
         }
     }
 
+    /// Removes the temporary files that writes which died left under `dir`
+    /// on local disk, last modified before `before` (see
+    /// [`remove_temporaries`]); what it removed, as (files, bytes). Other
+    /// object stores make a put whole without one: nothing to remove.
+    pub(crate) async fn remove_temporaries(
+        &self,
+        dir: &Path,
+        before: std::time::SystemTime,
+    ) -> Result<(u64, u64)> {
+        let Some(local) = self.local_file(dir) else {
+            return Ok((0, 0));
+        };
+        tokio::task::spawn_blocking(move || remove_temporaries(&local, before))
+            .await
+            .map_err(|source| LocalStoreError::Blocking {
+                what: format!("remove the temporary files under '{dir}'"),
+                source,
+            })?
+            .map_err(|source| {
+                LocalStoreError::WriteFile {
+                    path: dir.clone(),
+                    source,
+                }
+                .into()
+            })
+    }
+
     /// Removes an empty directory on local disk (object stores have none);
     /// anything in the way leaves it.
     pub(crate) async fn delete_dir(&self, path: &Path) {
@@ -776,6 +803,80 @@ fn sync_dir(dir: &std::path::Path) -> std::io::Result<()> {
     std::fs::File::open(dir)?.sync_all()
 }
 
+/// A fresh name for the temporary file a write of the file `name` goes
+/// to before it is linked or renamed to `name`: `.NAME.<pid>-<n>.tmp`.
+fn temporary_name(name: &str) -> String {
+    static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    format!(".{name}.{}-{n}.tmp", std::process::id())
+}
+
+/// Whether `file_name` is one of [`temporary_name`]'s names.
+fn is_temporary(file_name: &str) -> bool {
+    let Some(rest) = file_name
+        .strip_prefix('.')
+        .and_then(|rest| rest.strip_suffix(".tmp"))
+    else {
+        return false;
+    };
+    let Some((name, suffix)) = rest.rsplit_once('.') else {
+        return false;
+    };
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    !name.is_empty()
+        && suffix
+            .split_once('-')
+            .is_some_and(|(pid, n)| digits(pid) && digits(n))
+}
+
+/// Removes the temporary files ([`temporary_name`]) under `dir` last
+/// modified before `before`, its subdirectories included (symbolic links
+/// are not followed); what it removed, as (files, bytes).
+///
+/// A temporary file is its write's alone until the write links or renames
+/// it; one left behind is a write that died (a process killed) before.
+/// Removing one a live write still holds fails that write before anything
+/// of it is published (its link or rename finds no file), never a write
+/// that was acknowledged, so the age is a courtesy to writes that are slow,
+/// not what keeps data safe.
+fn remove_temporaries(
+    dir: &std::path::Path,
+    before: std::time::SystemTime,
+) -> std::io::Result<(u64, u64)> {
+    let mut removed = (0, 0);
+    let entries = match std::fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(removed),
+        Err(e) => return Err(e),
+    };
+    for entry in entries {
+        let entry = entry?;
+        let kind = entry.file_type()?;
+        if kind.is_dir() {
+            let (files, bytes) = remove_temporaries(&entry.path(), before)?;
+            removed = (removed.0 + files, removed.1 + bytes);
+            continue;
+        }
+        if !kind.is_file() || !is_temporary(&entry.file_name().to_string_lossy()) {
+            continue;
+        }
+        let meta = match entry.metadata() {
+            Ok(meta) => meta,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(e),
+        };
+        if meta.modified()? >= before {
+            continue;
+        }
+        match std::fs::remove_file(entry.path()) {
+            Ok(()) => removed = (removed.0 + 1, removed.1 + meta.len()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(removed)
+}
+
 /// Writes `bytes` to a fresh temporary file beside `file` and fsyncs it.
 fn write_temp(
     top: Option<&std::path::Path>,
@@ -791,9 +892,7 @@ fn write_temp(
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let temp = dir.join(format!(".{name}.{}-{n}.tmp", std::process::id()));
+    let temp = dir.join(temporary_name(&name));
     let mut out = std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
@@ -811,6 +910,7 @@ fn durable_create(
     bytes: &[u8],
 ) -> std::result::Result<Created, (bool, std::io::Error)> {
     let temp = write_temp(top, file, bytes).map_err(|e| (false, e))?;
+    super::failpoint("put-before-link");
     // A hard link fails when the name is taken: create-if-absent.
     let linked = std::fs::hard_link(&temp, file);
     let _ = std::fs::remove_file(&temp);

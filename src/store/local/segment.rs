@@ -221,6 +221,12 @@ pub(crate) fn is_part_list(head: &[u8]) -> bool {
     head.get(..8) == Some(PARTS_MAGIC.as_slice())
 }
 
+/// Whether `head`, an object's first 8 bytes at least, starts a segment of
+/// rows (either format), which names no parts.
+pub(crate) fn is_segment(head: &[u8]) -> bool {
+    matches!(head.get(..8), Some(magic) if magic == MAGIC.as_slice() || magic == MAGIC_V1.as_slice())
+}
+
 /// What a log entry whose bytes verify holds. Anything else is
 /// [`SegmentError::Damaged`].
 pub(crate) fn decode_entry(bytes: &[u8]) -> Result<Entry, SegmentError> {

@@ -47,7 +47,7 @@ use tokio::sync::{oneshot, Notify};
 use super::error::LocalStoreError;
 use super::root::{Created, PutFailed, Replaced, Root};
 use super::segment::{self, log_schema, Entry, Part, PartList, SegmentError};
-use super::{failpoint, path, LOCAL};
+use super::{failpoint, leftovers, path, LOCAL, TIERING_LOG};
 use crate::error::{Error, Result};
 use crate::object_storage::S3Options;
 use crate::progress::Progress;
@@ -1372,6 +1372,7 @@ impl TableState {
             name: format!("{write_id:032x}"),
             columns: schema.fields().iter().map(|f| f.name().clone()).collect(),
             parts: Vec::new(),
+            last_part: std::time::SystemTime::now(),
         })
     }
 
@@ -2084,6 +2085,9 @@ impl TableState {
         let _in_process = self.tiering.lock().await;
         let _across_processes = self.root.lock_tiering(&self.dir).await?;
         let incarnation = self.current(table).await?;
+        // What killed writers left, first: a sweep that took what the log
+        // still names would fail this round rather than pass unseen.
+        self.sweep_leftovers(&incarnation).await;
         let schema = log_schema(table)?;
         let mut report = TierReport::default();
         let progress = Progress::start("tiering", self.name(), "rows");
@@ -2480,6 +2484,33 @@ impl TableState {
         Ok(bytes)
     }
 
+    /// Removes what writes that died left in `incarnation` once it is
+    /// [`leftovers::ORPHAN_AGE`] old ([`leftovers::sweep`]), and logs what it
+    /// removed, or why it could not (the next round tries again). Called
+    /// holding the tiering locks, so that no trim or set-aside changes the
+    /// log while the sweep reads which writes it names.
+    async fn sweep_leftovers(&self, incarnation: &Incarnation) {
+        let Some(before) = std::time::SystemTime::now().checked_sub(leftovers::ORPHAN_AGE) else {
+            return;
+        };
+        match leftovers::sweep(&self.root, &self.dir, &incarnation.dir, before).await {
+            Ok(swept) if swept.files > 0 => log::info!(
+                target: TIERING_LOG,
+                "removed {} files ({} bytes) that killed writers left in the store table of '{}'",
+                swept.files,
+                swept.bytes,
+                self.name()
+            ),
+            Ok(_) => {}
+            Err(e) => log::warn!(
+                target: TIERING_LOG,
+                "removing what killed writers left in the store table of '{}' failed (the next \
+                 round tries again): {e}",
+                self.name()
+            ),
+        }
+    }
+
     /// Moves the damaged segment at `position` aside (to `damaged/` beside
     /// the log) and puts an empty segment in its place, so reads and tiering
     /// go on past it. Returns what the segment held, as far as it can tell.
@@ -2752,6 +2783,9 @@ pub(crate) struct PartsWriter {
     name: String,
     columns: Vec<String>,
     parts: Vec<Part>,
+    /// When the newest part was written: the sweep of killed writers'
+    /// leftovers goes by the parts' age ([`leftovers`]).
+    last_part: std::time::SystemTime,
 }
 
 impl PartsWriter {
@@ -2779,6 +2813,7 @@ impl PartsWriter {
         match self.state.root.put_new(&location, bytes).await {
             Ok(Created::Yes) => {
                 self.parts.push(Part { rows, length });
+                self.last_part = std::time::SystemTime::now();
                 Ok(())
             }
             Ok(Created::AlreadyExists) => Err(self.not_applied(format!(
@@ -2792,7 +2827,21 @@ impl PartsWriter {
     }
 
     /// Makes every part visible as one unit: one log entry names them.
+    /// Refused once the newest part is [`leftovers::COMMIT_WITHIN`] old (a
+    /// process paused that long): the sweep of killed writers' leftovers
+    /// may take parts that old.
     pub(crate) async fn commit(self, retention: Duration) -> Result<()> {
+        let paused = self.last_part.elapsed().unwrap_or_default();
+        if paused >= leftovers::COMMIT_WITHIN {
+            let error = self.not_applied(format!(
+                "its last part was written {}s ago, past the {}s within which a multi-part write \
+                 commits (its parts may be taken for a killed writer's leftovers)",
+                paused.as_secs(),
+                leftovers::COMMIT_WITHIN.as_secs()
+            ));
+            self.abort().await;
+            return Err(error);
+        }
         let list = PartList {
             write_id: self.name.clone(),
             columns: self.columns.clone(),
