@@ -11,6 +11,7 @@ use datafusion::error::Result as DFResult;
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::physical_plan::{DisplayAs, DisplayFormatType};
 use futures::TryStreamExt;
+use paimon::spec::DataField;
 use paimon::table::Table;
 
 use crate::error::Error;
@@ -244,13 +245,7 @@ impl StoreSink {
             .schema()
             .fields()
             .iter()
-            .filter(|field| {
-                !latest.fields().iter().any(|now| {
-                    now.id() == field.id()
-                        && now.name() == field.name()
-                        && now.data_type().equals_ignore_nullable(field.data_type())
-                })
-            })
+            .filter(|field| !latest.fields().iter().any(|now| same_field(field, now)))
             .map(|field| field.name().to_string())
             .collect();
         // Still on, and still through the store the write went to (the mode
@@ -306,4 +301,13 @@ impl StoreSink {
             other => other,
         }
     }
+}
+
+/// Whether a write planned with column `planned` writes `now`'s column: the
+/// same field (by Paimon's field id), name and type (nullability aside). A
+/// column dropped and added again under its name is another field.
+pub(crate) fn same_field(planned: &DataField, now: &DataField) -> bool {
+    planned.id() == now.id()
+        && planned.name() == now.name()
+        && planned.data_type().equals_ignore_nullable(now.data_type())
 }

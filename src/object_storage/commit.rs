@@ -255,10 +255,6 @@ mod tests {
     struct IgnoresCondition;
 
     impl Rules for IgnoresCondition {
-        fn check_write(&self, _path: &str) -> Result<()> {
-            Ok(())
-        }
-
         fn write(
             &self,
             inner: &Servicer,

@@ -61,10 +61,6 @@ fn room_for(path: &str) -> Option<u64> {
 pub(super) struct FullDisks;
 
 impl Rules for FullDisks {
-    fn check_write(&self, _path: &str) -> Result<()> {
-        Ok(())
-    }
-
     fn write(
         &self,
         inner: &Servicer,

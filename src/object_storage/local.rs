@@ -61,10 +61,6 @@ pub(super) fn file_io() -> paimon::Result<FileIO> {
 struct NoReplace;
 
 impl Rules for NoReplace {
-    fn check_write(&self, _path: &str) -> Result<()> {
-        Ok(())
-    }
-
     fn shows_partial_writes(&self) -> bool {
         true
     }

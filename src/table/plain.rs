@@ -66,11 +66,10 @@ impl PaimonWriteTable {
         let planned = self.table.schema().fields();
         let current = now.schema().fields();
         planned.len() == current.len()
-            && planned.iter().zip(current).all(|(a, b)| {
-                a.id() == b.id()
-                    && a.name() == b.name()
-                    && a.data_type().equals_ignore_nullable(b.data_type())
-            })
+            && planned
+                .iter()
+                .zip(current)
+                .all(|(a, b)| crate::exec::sink::same_field(a, b))
     }
 
     fn turned_on(&self, operation: &str) -> Error {
