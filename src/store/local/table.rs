@@ -2801,14 +2801,6 @@ impl PartsWriter {
         let Some(schema) = batches.first().map(|b| b.schema()) else {
             return Ok(());
         };
-        // The parts written so far may have been taken for a killed
-        // writer's leftovers by now: the commit's own check comes after
-        // this put, which would make the newest part young again.
-        if !self.parts.is_empty() {
-            if let Some(error) = self.paused_too_long() {
-                return Err(error);
-            }
-        }
         let rows = batches.iter().map(|b| b.num_rows() as u64).sum();
         let bytes = Bytes::from(
             segment::encode(&schema, batches, unique())
@@ -2834,27 +2826,19 @@ impl PartsWriter {
         }
     }
 
-    /// The refusal of a write whose newest part is
-    /// [`leftovers::COMMIT_WITHIN`] old (a process paused that long): the
-    /// sweep of killed writers' leftovers may have taken its parts.
-    fn paused_too_long(&self) -> Option<Error> {
-        let paused = self.last_part.elapsed().unwrap_or_default();
-        (paused >= leftovers::COMMIT_WITHIN).then(|| {
-            self.not_applied(format!(
-                "its last part was written {}s ago, past the {}s within which a multi-part write \
-                 commits (its parts may be taken for a killed writer's leftovers)",
-                paused.as_secs(),
-                leftovers::COMMIT_WITHIN.as_secs()
-            ))
-        })
-    }
-
     /// Makes every part visible as one unit: one log entry names them.
     /// Refused once the newest part is [`leftovers::COMMIT_WITHIN`] old (a
     /// process paused that long): the sweep of killed writers' leftovers
     /// may take parts that old.
     pub(crate) async fn commit(self, retention: Duration) -> Result<()> {
-        if let Some(error) = self.paused_too_long() {
+        let paused = self.last_part.elapsed().unwrap_or_default();
+        if paused >= leftovers::COMMIT_WITHIN {
+            let error = self.not_applied(format!(
+                "its last part was written {}s ago, past the {}s within which a multi-part write \
+                 commits (its parts may be taken for a killed writer's leftovers)",
+                paused.as_secs(),
+                leftovers::COMMIT_WITHIN.as_secs()
+            ));
             self.abort().await;
             return Err(error);
         }
