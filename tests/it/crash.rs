@@ -187,6 +187,11 @@ struct ChildSpec<'a> {
 }
 
 fn spawn(setup: &Setup, spec: &ChildSpec<'_>) -> Child {
+    child(setup, spec).spawn().expect("spawn child")
+}
+
+/// The command of a child process, not started yet.
+fn child(setup: &Setup, spec: &ChildSpec<'_>) -> std::process::Command {
     let mut options = setup.options(spec.tier_interval);
     let mut command = child_command("crash::child_process");
     if let (Some(access), Some(secret)) = (
@@ -212,7 +217,7 @@ fn spawn(setup: &Setup, spec: &ChildSpec<'_>) -> Child {
     if let Some(point) = spec.failpoint {
         command.env("LAKESTREAM_FAILPOINT", point);
     }
-    command.spawn().expect("spawn child")
+    command
 }
 
 /// Reads the child's `ACK n` lines until `stop` says to kill it (or it ends);
@@ -923,4 +928,97 @@ async fn what_killed_writers_leave_is_removed_once_a_day_old() {
     let rt: BTreeSet<i64> = rt.into_iter().collect();
     let in_paimon: BTreeSet<i64> = in_paimon.into_iter().collect();
     assert_eq!(rt, in_paimon);
+}
+
+/// A multi-part writer paused for longer than the sweep's age (a stopped
+/// process, a suspended machine, a clock that jumped) between its last part
+/// and its log entry. Paused before it claims its parts, a tiering round
+/// meanwhile takes them for a killed writer's leftovers, and the write then
+/// refuses; paused after its claim, the round keeps its parts and the write
+/// is acknowledged. Either way every acknowledged row is read exactly once,
+/// before and after tiering.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_writer_paused_past_the_sweep_commits_whole_or_not_at_all() {
+    for (point, taken) in [("parts-before-claim", true), ("parts-after-claim", false)] {
+        let mut setup = Setup::new();
+        setup.extra.push(LEFTOVER_SEGMENT_SIZE);
+        let store = setup.store();
+        let ctx = context(&setup).await;
+        run(
+            &ctx,
+            "CREATE TABLE t (id BIGINT, v STRING) WITH ('lakestream.enabled' = 'true')",
+        )
+        .await;
+        run(&ctx, &big_insert("t", 1)).await;
+        let mut acked = BTreeSet::from([1]);
+        let pause = tempfile::tempdir().expect("temporary directory");
+        let mut command = child(
+            &setup,
+            &ChildSpec {
+                role: "big-writer",
+                table: "t",
+                start: 2,
+                count: 1,
+                tier_interval: "off",
+                failpoint: None,
+            },
+        );
+        command.env(
+            "LAKESTREAM_PAUSEPOINT",
+            format!("{point}={}", pause.path().display()),
+        );
+        let mut writer = command.spawn().expect("spawn child");
+        let started = Instant::now();
+        while !pause.path().join("reached").exists() {
+            assert!(
+                writer.try_wait().expect("writer").is_none(),
+                "{point}: the writer ended before its pause"
+            );
+            assert!(
+                started.elapsed() < Duration::from_secs(300),
+                "{point}: the writer never paused"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert!(
+            !uncommitted_parts(&store).is_empty(),
+            "{point}: the paused writer has no parts"
+        );
+        // Everything in the store two days old: the paused write's parts
+        // look like a killed writer's.
+        let old = std::time::SystemTime::now() - Duration::from_secs(2 * 24 * 3600);
+        for file in files_where(&store, |_| true) {
+            std::fs::File::options()
+                .write(true)
+                .open(&file)
+                .and_then(|f| f.set_modified(old))
+                .unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+        }
+        run(&context(&setup).await, "CALL sys.lakestream_tier('t')").await;
+        assert_eq!(
+            uncommitted_parts(&store).is_empty(),
+            taken,
+            "{point}: the round took the parts of a write it should not have, or left them"
+        );
+        std::fs::write(pause.path().join("resume"), "").expect("resume");
+        acked.extend(acks_until(writer, |_, _| false));
+        assert_eq!(
+            acked.contains(&2),
+            !taken,
+            "{point}: acknowledged {acked:?}"
+        );
+        let fresh = context(&setup).await;
+        let rt = ids(&fresh, "SELECT id FROM t$rt").await;
+        check_big_inserts(&rt, &acked);
+        run(&fresh, "CALL sys.lakestream_tier('t')").await;
+        let in_paimon = ids(&fresh, "SELECT id FROM t").await;
+        check_big_inserts(&in_paimon, &acked);
+        assert_eq!(
+            in_paimon.iter().collect::<BTreeSet<_>>(),
+            rt.iter().collect::<BTreeSet<_>>(),
+            "{point}"
+        );
+        // Nothing of the write is left behind once the round is done.
+        assert_eq!(uncommitted_parts(&store), Vec::<PathBuf>::new(), "{point}");
+    }
 }

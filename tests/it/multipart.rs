@@ -58,8 +58,12 @@ async fn a_big_insert_rolls_into_parts_that_read_and_tier_as_one_write() {
     run(&a, "INSERT INTO t VALUES (0, 'small')").await;
     run(&a, BIG_INSERT).await;
     // generate_series gives batches of 8,192 rows, each well over 16 kB.
-    let parts = files_under(&store, "parts");
+    let (fates, parts): (Vec<PathBuf>, Vec<PathBuf>) = files_under(&store, "parts")
+        .into_iter()
+        .partition(|p| p.ends_with("fate"));
     assert_eq!(parts.len(), 3, "{parts:?}");
+    // The commit decided the parts' fate: no sweep takes them.
+    assert_eq!(fates.len(), 1, "{fates:?}");
     // Two writes, two log entries: the big one is one entry naming its parts.
     assert_eq!(files_under(&store, "log").len(), 2);
     let expected = (20001, (1..=20000).sum::<i64>());

@@ -17,22 +17,40 @@
 //!
 //! [`sweep`] removes them. A write in progress looks exactly like one that
 //! died, and a process id says nothing about a process on another machine,
-//! so only age tells them apart: a file is removed once it was last
-//! modified more than the orphan age ago ([`ORPHAN_AGE`], a day, as Paimon's
-//! `remove_orphan_files` keeps files by default), and a parts directory
-//! only once its newest part is that old and no log entry (nor an entry set
-//! aside in `damaged/`) names its write. A multi-part write refuses to
-//! commit once its last part is half that age ([`COMMIT_WITHIN`]), so the
-//! sweep never takes the parts of a write that could still publish them.
+//! so age picks the candidates: a file once it was last modified more than
+//! the orphan age ago ([`ORPHAN_AGE`], a day, as Paimon's
+//! `remove_orphan_files` keeps files by default), a parts directory once its
+//! newest part is that old and no log entry (nor an entry set aside in
+//! `damaged/`) names its write.
+//!
+//! Age alone does not decide a deletion: a writer paused for longer (a
+//! stopped process, a suspended machine) or a clock that jumped would see
+//! its parts go and then commit an entry naming parts that are gone. Each
+//! write's parts directory has one fate file ([`path::parts_fate`]),
+//! created only if absent ([`claim`]): the commit creates it before it puts
+//! the write's log entry, the sweep before it deletes the first part. Who
+//! creates it decides: a commit that finds the sweep's refuses (nothing of
+//! the write was acknowledged), a sweep that finds a commit's keeps the
+//! parts. A commit also checks that every part it wrote is still there
+//! after its claim, so a sweep that finished (and removed its fate file)
+//! before a paused writer's claim is caught too. The sweep never runs while
+//! an entry of the log does not decode: its write id may be gone with the
+//! damage, and the parts it names would look like a dead writer's.
+//!
+//! A write killed between its claim and its entry leaves parts that stay
+//! (its fate says commit); only the sweep's own fate files and those of
+//! writes whose parts trimming already removed go with the rest.
 
 use std::collections::{BTreeMap, HashSet};
 use std::time::{Duration, SystemTime};
 
+use bytes::Bytes;
 use futures::TryStreamExt;
 use object_store::path::Path;
 
 use super::error::LocalStoreError;
-use super::root::Root;
+use super::path;
+use super::root::{Created, PutFailed, Root};
 use super::segment::{self, Entry};
 use crate::error::Result;
 
@@ -40,18 +58,17 @@ use crate::error::Result;
 /// the age Paimon's orphan file removal keeps files for by default.
 pub(crate) const ORPHAN_AGE: Duration = crate::maintenance::orphans::DEFAULT_OLDER_THAN;
 
-/// How long after its last part a multi-part write may still commit: half
-/// the orphan age, so a write the sweep could take refuses to commit
-/// instead of committing parts that are gone.
-pub(crate) const COMMIT_WITHIN: Duration = Duration::from_secs(ORPHAN_AGE.as_secs() / 2);
-
-/// What a [`sweep`] removed.
+/// What a [`sweep`] removed, and what it kept for an entry that does not
+/// decode.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Swept {
     /// Files removed.
     pub(crate) files: u64,
     /// Their bytes.
     pub(crate) bytes: u64,
+    /// Entries of the log (or set aside) that do not decode, for which no
+    /// parts were removed.
+    pub(crate) undecoded: u64,
 }
 
 impl Swept {
@@ -61,10 +78,64 @@ impl Swept {
     }
 }
 
+/// Who decided what becomes of a multi-part write's parts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Fate {
+    /// The write's commit: its entry is in the log, or is being put.
+    Commit,
+    /// The sweep of killed writers' leftovers: the parts go.
+    Sweep,
+}
+
+impl Fate {
+    fn word(self) -> &'static str {
+        match self {
+            Fate::Commit => "commit",
+            Fate::Sweep => "sweep",
+        }
+    }
+
+    /// What a fate file's bytes say; anything but the sweep's word keeps
+    /// the parts.
+    fn read(bytes: &[u8]) -> Fate {
+        if bytes.starts_with(Fate::Sweep.word().as_bytes()) {
+            Fate::Sweep
+        } else {
+            Fate::Commit
+        }
+    }
+}
+
+/// Decides the fate of the parts of write `write` under `incarnation_dir`
+/// as `fate`, unless it was decided already: `None` when this call decided
+/// it, else what was decided (by another call, or an earlier one cut
+/// short). Each claim's bytes are its own, so a put retried after its
+/// answer was lost is told from another's.
+pub(crate) async fn claim(
+    root: &Root,
+    incarnation_dir: &Path,
+    write: &str,
+    fate: Fate,
+) -> std::result::Result<Option<Fate>, PutFailed> {
+    let location = path::parts_fate(incarnation_dir, write);
+    let bytes = Bytes::from(format!("{} {}\n", fate.word(), uuid::Uuid::new_v4()));
+    match root.put_new(&location, bytes).await? {
+        Created::Yes => Ok(None),
+        Created::AlreadyExists => match root.get(&location).await {
+            Ok(Some(there)) => Ok(Some(Fate::read(&there))),
+            // Gone since: a sweep that finished removed it. Whatever it
+            // was, it was not this claim.
+            Ok(None) => Ok(Some(Fate::Sweep)),
+            Err(e) => Err(PutFailed::Unknown(e)),
+        },
+    }
+}
+
 /// Removes what writes that died left in the store table at `table_dir`
 /// whose current incarnation is at `incarnation_dir`, last modified before
-/// `before` (see the module docs): the parts of writes no log entry names,
-/// then, on local disk, the temporary files of puts cut short.
+/// `before` (see the module docs): the parts of writes no log entry names
+/// and no commit claimed, then, on local disk, the temporary files of puts
+/// cut short.
 pub(crate) async fn sweep(
     root: &Root,
     table_dir: &Path,
@@ -75,30 +146,64 @@ pub(crate) async fn sweep(
     let stale = stale_writes(root, incarnation_dir, before).await?;
     if !stale.is_empty() {
         // Read after the parts were listed: an entry put since names parts
-        // the listing saw, and keeps them.
+        // the listing saw, and keeps them (its commit's claim keeps them
+        // too, whenever it came).
         let named = Named::read(root, incarnation_dir).await?;
-        for (write, (parts, bytes)) in stale {
-            if named.names(&write) {
-                continue;
+        swept.undecoded = named.undecoded;
+        if named.undecoded == 0 {
+            for (write, stale) in stale {
+                if named.writes.contains(&write) {
+                    continue;
+                }
+                if stale.parts.is_empty() {
+                    // Only a fate file: of parts trimming or a sweep removed.
+                    if let Some(fate) = &stale.fate {
+                        root.delete(fate).await?;
+                        swept.add((1, 0));
+                    }
+                } else {
+                    match claim(root, incarnation_dir, &write, Fate::Sweep)
+                        .await
+                        .map_err(PutFailed::into_error)?
+                    {
+                        None | Some(Fate::Sweep) => {}
+                        // Committed, or committing: the entry names them.
+                        Some(Fate::Commit) => continue,
+                    }
+                    let count = stale.parts.len() as u64;
+                    root.delete_all(stale.parts).await?;
+                    // Last: until the parts are gone, a commit finds it.
+                    root.delete(&path::parts_fate(incarnation_dir, &write))
+                        .await?;
+                    swept.add((count, stale.bytes));
+                }
+                root.delete_dir(&path::parts_dir(incarnation_dir, &write))
+                    .await;
             }
-            let count = parts.len() as u64;
-            root.delete_all(parts).await?;
-            root.delete_dir(&incarnation_dir.clone().join("parts").join(write.as_str()))
-                .await;
-            swept.add((count, bytes));
         }
     }
     swept.add(root.remove_temporaries(table_dir, before).await?);
     Ok(swept)
 }
 
-/// The multi-part writes under `incarnation_dir` whose newest part was last
-/// modified before `before`: their parts and bytes, by write id.
+/// A multi-part write's files under `parts/<write id>/`.
+#[derive(Debug, Default)]
+struct StaleWrite {
+    /// Its parts.
+    parts: Vec<Path>,
+    /// Their bytes.
+    bytes: u64,
+    /// Its fate file, if it has one.
+    fate: Option<Path>,
+}
+
+/// The multi-part writes under `incarnation_dir` whose files were all last
+/// modified before `before`, by write id.
 async fn stale_writes(
     root: &Root,
     incarnation_dir: &Path,
     before: SystemTime,
-) -> Result<BTreeMap<String, (Vec<Path>, u64)>> {
+) -> Result<BTreeMap<String, StaleWrite>> {
     let prefix = incarnation_dir.clone().join("parts");
     let listed: Vec<object_store::ObjectMeta> = root
         .objects
@@ -107,24 +212,28 @@ async fn stale_writes(
         .await
         .map_err(LocalStoreError::from)?;
     let depth = prefix.parts().count();
-    // Write id -> (its parts, their bytes, the newest part's time).
-    let mut writes: BTreeMap<String, (Vec<Path>, u64, SystemTime)> = BTreeMap::new();
+    // Write id -> (its files, the newest file's time).
+    let mut writes: BTreeMap<String, (StaleWrite, SystemTime)> = BTreeMap::new();
     for meta in listed {
         let Some(write) = meta.location.parts().nth(depth) else {
             continue;
         };
         let modified = SystemTime::from(meta.last_modified);
-        let entry = writes
+        let (files, newest) = writes
             .entry(write.as_ref().to_string())
-            .or_insert_with(|| (Vec::new(), 0, SystemTime::UNIX_EPOCH));
-        entry.0.push(meta.location.clone());
-        entry.1 = entry.1.saturating_add(meta.size);
-        entry.2 = entry.2.max(modified);
+            .or_insert_with(|| (StaleWrite::default(), SystemTime::UNIX_EPOCH));
+        *newest = (*newest).max(modified);
+        if meta.location.filename() == Some(path::FATE) {
+            files.fate = Some(meta.location);
+        } else {
+            files.parts.push(meta.location);
+            files.bytes = files.bytes.saturating_add(meta.size);
+        }
     }
     Ok(writes
         .into_iter()
-        .filter(|(_, (_, _, newest))| *newest < before)
-        .map(|(write, (parts, bytes, _))| (write, (parts, bytes)))
+        .filter(|(_, (_, newest))| *newest < before)
+        .map(|(write, (files, _))| (write, files))
         .collect())
 }
 
@@ -134,16 +243,15 @@ async fn stale_writes(
 struct Named {
     /// Write ids of the part lists that decode.
     writes: HashSet<String>,
-    /// Entries that do not decode: any write whose id is in their bytes
-    /// may be theirs.
-    undecoded: Vec<bytes::Bytes>,
+    /// Entries that do not decode: any write may be theirs.
+    undecoded: u64,
 }
 
 impl Named {
     async fn read(root: &Root, incarnation_dir: &Path) -> Result<Self> {
         let mut named = Named {
             writes: HashSet::new(),
-            undecoded: Vec::new(),
+            undecoded: 0,
         };
         for dir in ["log", "damaged"] {
             let prefix = incarnation_dir.clone().join(dir);
@@ -171,35 +279,18 @@ impl Named {
                         named.writes.insert(list.write_id);
                     }
                     Ok(Entry::Rows(_)) => {}
-                    Err(_) => named.undecoded.push(bytes),
+                    Err(_) => named.undecoded += 1,
                 }
             }
         }
         Ok(named)
     }
-
-    /// Whether an entry names, or may name, the write `write`.
-    fn names(&self, write: &str) -> bool {
-        if self.writes.contains(write) {
-            return true;
-        }
-        // The id as the part list spells it, and as its header holds it.
-        let binary = u128::from_str_radix(write, 16).ok().map(u128::to_le_bytes);
-        self.undecoded.iter().any(|bytes| {
-            contains(bytes, write.as_bytes()) || binary.is_some_and(|id| contains(bytes, &id))
-        })
-    }
-}
-
-fn contains(haystack: &[u8], needle: &[u8]) -> bool {
-    !needle.is_empty() && haystack.windows(needle.len()).any(|w| w == needle)
 }
 
 #[cfg(test)]
 mod tests {
     use super::super::segment::{Part, PartList};
     use super::*;
-    use bytes::Bytes;
     use object_store::ObjectStoreExt;
 
     fn name(id: u128) -> String {
@@ -215,92 +306,161 @@ mod tests {
         Bytes::from(segment::encode_parts(&list, id).expect("encode"))
     }
 
-    /// On an object store (no temporary files there): the parts of a write
-    /// that no entry of the log, nor one set aside, names go once old
-    /// enough; named ones stay, and so do those an entry that does not
-    /// decode may name; young ones stay.
-    #[tokio::test]
-    async fn only_old_parts_no_entry_names_go() {
-        let root = Root::open(
-            "memory://leftovers-sweep",
-            &Default::default(),
-            Duration::from_secs(30),
-        )
-        .expect("root");
-        let table = Path::from("db-d/t-t");
-        let incarnation = table.clone().join("i-x");
-        // 1: named by the log; 2: by an entry set aside; 3: by none; 4: by
-        // an entry whose bytes no longer verify.
-        for id in 1..=4 {
-            root.objects
-                .put(
-                    &incarnation
-                        .clone()
-                        .join("parts")
-                        .join(name(id).as_str())
-                        .join("000000.seg"),
-                    Bytes::from_static(b"x").into(),
-                )
-                .await
-                .expect("put");
+    struct Incarnation {
+        root: std::sync::Arc<Root>,
+        table: Path,
+        dir: Path,
+    }
+
+    impl Incarnation {
+        fn new(url: &str) -> Self {
+            let root = Root::open(url, &Default::default(), Duration::from_secs(30)).expect("root");
+            let table = Path::from("db-d/t-t");
+            let dir = table.clone().join("i-x");
+            Self { root, table, dir }
         }
-        let mut damaged = part_list(4).to_vec();
-        let last = damaged.len() - 1;
-        damaged[last] ^= 0xff;
-        for (dir, at, bytes) in [
-            ("log", "00000000000000000001.seg", part_list(1)),
-            ("damaged", "00000000000000000002.seg", part_list(2)),
-            ("log", "00000000000000000003.seg", Bytes::from(damaged)),
-        ] {
-            root.objects
-                .put(&incarnation.clone().join(dir).join(at), bytes.into())
-                .await
-                .expect("put");
-        }
-        let parts_left = || async {
-            let listed: Vec<Path> = root
+
+        async fn put(&self, path: Path, bytes: Bytes) {
+            self.root
                 .objects
-                .list(Some(&incarnation.clone().join("parts")))
+                .put(&path, bytes.into())
+                .await
+                .expect("put");
+        }
+
+        async fn put_part(&self, id: u128) {
+            self.put(
+                path::part(&self.dir, &name(id), 0),
+                Bytes::from_static(b"x"),
+            )
+            .await;
+        }
+
+        async fn put_entry(&self, dir: &str, at: u64, bytes: Bytes) {
+            let at = format!("{at:020}.seg");
+            self.put(self.dir.clone().join(dir).join(at.as_str()), bytes)
+                .await;
+        }
+
+        /// The names of the files under `parts/`, as `<write>/<file>`.
+        async fn parts_left(&self) -> Vec<String> {
+            let listed: Vec<Path> = self
+                .root
+                .objects
+                .list(Some(&self.dir.clone().join("parts")))
                 .map_ok(|m| m.location)
                 .try_collect()
                 .await
                 .expect("list");
-            listed
+            let mut left: Vec<String> = listed
                 .iter()
-                .filter_map(|p| p.parts().nth(4).map(|w| w.as_ref().to_string()))
-                .collect::<Vec<_>>()
-        };
-        let hour = Duration::from_secs(3600);
-        let young = sweep(&root, &table, &incarnation, SystemTime::now() - hour)
-            .await
-            .expect("sweep");
-        assert_eq!(young, Swept::default());
-        assert_eq!(parts_left().await.len(), 4);
-        let old = sweep(&root, &table, &incarnation, SystemTime::now() + hour)
-            .await
-            .expect("sweep");
-        assert_eq!(old, Swept { files: 1, bytes: 1 });
-        assert_eq!(parts_left().await, [name(1), name(2), name(4)]);
+                .map(|p| {
+                    let parts: Vec<_> = p.parts().map(|p| p.as_ref().to_string()).collect();
+                    parts[4..].join("/")
+                })
+                .collect();
+            left.sort();
+            left
+        }
+
+        async fn sweep(&self, before: SystemTime) -> Swept {
+            sweep(&self.root, &self.table, &self.dir, before)
+                .await
+                .expect("sweep")
+        }
     }
 
-    #[test]
-    fn an_undecoded_entry_keeps_every_write_it_may_name() {
-        let id: u128 = 0x18ee_ec2e_fffd_74c5_0000_55a9_0038;
-        let (other, name) = (name(id + 1), name(id));
-        let spelled = Named {
-            writes: HashSet::new(),
-            undecoded: vec![Bytes::from(format!("..{name}.."))],
-        };
-        assert!(spelled.names(&name));
-        assert!(!spelled.names(&other));
-        let mut header = b"LSPARTS1".to_vec();
-        header.extend_from_slice(&id.to_le_bytes());
-        let binary = Named {
-            writes: HashSet::new(),
-            undecoded: vec![Bytes::from(header)],
-        };
-        assert!(binary.names(&name));
-        assert!(!binary.names(&other));
-        assert!(COMMIT_WITHIN < ORPHAN_AGE);
+    const HOUR: Duration = Duration::from_secs(3600);
+
+    /// On an object store (no temporary files there): the parts of a write
+    /// that no entry of the log, nor one set aside, names go once old
+    /// enough; named ones stay; young ones stay.
+    #[tokio::test]
+    async fn only_old_parts_no_entry_names_go() {
+        let t = Incarnation::new("memory://leftovers-sweep");
+        // 1: named by the log; 2: by an entry set aside; 3: by none.
+        for id in 1..=3 {
+            t.put_part(id).await;
+        }
+        t.put_entry("log", 1, part_list(1)).await;
+        t.put_entry("damaged", 2, part_list(2)).await;
+        let young = t.sweep(SystemTime::now() - HOUR).await;
+        assert_eq!(young, Swept::default());
+        assert_eq!(t.parts_left().await.len(), 3);
+        let old = t.sweep(SystemTime::now() + HOUR).await;
+        assert_eq!(
+            old,
+            Swept {
+                files: 1,
+                bytes: 1,
+                undecoded: 0
+            }
+        );
+        assert_eq!(
+            t.parts_left().await,
+            [
+                format!("{}/000000.seg", name(1)),
+                format!("{}/000000.seg", name(2))
+            ]
+        );
+    }
+
+    /// An entry that does not decode may name any write (its id may be
+    /// what the damage took): while one is in the log, no parts go.
+    #[tokio::test]
+    async fn an_undecoded_entry_keeps_every_part() {
+        let t = Incarnation::new("memory://leftovers-undecoded");
+        t.put_part(3).await;
+        // An entry of write 4 whose id is gone with the damage.
+        let mut damaged = part_list(4).to_vec();
+        for byte in &mut damaged[8..] {
+            *byte = 0;
+        }
+        t.put_entry("log", 1, Bytes::from(damaged)).await;
+        let swept = t.sweep(SystemTime::now() + HOUR).await;
+        assert_eq!(swept.files, 0);
+        assert_eq!(swept.undecoded, 1);
+        assert_eq!(t.parts_left().await, [format!("{}/000000.seg", name(3))]);
+    }
+
+    /// A commit's claim keeps the parts of a write whose entry is not in
+    /// the log yet, however old they look; a sweep's claim makes the
+    /// commit's fail, and a sweep that finished leaves no fate file.
+    #[tokio::test]
+    async fn the_first_claim_decides_the_parts_fate() {
+        let t = Incarnation::new("memory://leftovers-claims");
+        t.put_part(5).await;
+        t.put_part(6).await;
+        let claimed = claim(&t.root, &t.dir, &name(5), Fate::Commit).await;
+        assert!(matches!(claimed, Ok(None)));
+        let swept = t.sweep(SystemTime::now() + HOUR).await;
+        assert_eq!(swept.files, 1, "{swept:?}");
+        assert_eq!(
+            t.parts_left().await,
+            [
+                format!("{}/000000.seg", name(5)),
+                format!("{}/fate", name(5))
+            ]
+        );
+        // The sweep took write 6 and removed its own fate file: a late
+        // commit claims, then finds its part gone (`PartsWriter::commit`).
+        let late = claim(&t.root, &t.dir, &name(6), Fate::Commit).await;
+        assert!(matches!(late, Ok(None)));
+        // A fate file whose parts are gone goes with the next sweep.
+        let swept = t.sweep(SystemTime::now() + HOUR).await;
+        assert_eq!(swept.files, 1, "{swept:?}");
+        assert_eq!(
+            t.parts_left().await,
+            [
+                format!("{}/000000.seg", name(5)),
+                format!("{}/fate", name(5))
+            ]
+        );
+        // ... and a sweep claiming first wins over a commit.
+        t.put_part(7).await;
+        let first = claim(&t.root, &t.dir, &name(7), Fate::Sweep).await;
+        assert!(matches!(first, Ok(None)));
+        let second = claim(&t.root, &t.dir, &name(7), Fate::Commit).await;
+        assert!(matches!(second, Ok(Some(Fate::Sweep))));
     }
 }

@@ -42,6 +42,16 @@ pub(crate) fn parts_dir(table_dir: &Path, write_id: &str) -> Path {
         .join(encode_segment(write_id))
 }
 
+/// Who decides the fate of a multi-part write's parts: created only if
+/// absent, by the write's commit before its log entry, or by the sweep of
+/// killed writers' leftovers before it deletes them (`leftovers.rs`).
+pub(crate) fn parts_fate(table_dir: &Path, write_id: &str) -> Path {
+    parts_dir(table_dir, write_id).join(FATE)
+}
+
+/// The file name of [`parts_fate`]; no part is named so.
+pub(crate) const FATE: &str = "fate";
+
 /// Part `index` of a multi-part write.
 pub(crate) fn part(table_dir: &Path, write_id: &str, index: usize) -> Path {
     parts_dir(table_dir, write_id).join(format!("{index:06}.seg"))

@@ -126,6 +126,15 @@ pub(crate) enum PutFailed {
     Unknown(Error),
 }
 
+impl PutFailed {
+    /// The error, whichever the outcome.
+    pub(crate) fn into_error(self) -> Error {
+        match self {
+            PutFailed::NotApplied(e) | PutFailed::Unknown(e) => e,
+        }
+    }
+}
+
 impl Root {
     /// The root at `location`: a URL (`file:///...`, `memory://name`,
     /// `s3://bucket/path`, reached with the options `s3`) or a path.

@@ -1372,7 +1372,6 @@ impl TableState {
             name: format!("{write_id:032x}"),
             columns: schema.fields().iter().map(|f| f.name().clone()).collect(),
             parts: Vec::new(),
-            last_part: std::time::SystemTime::now(),
         })
     }
 
@@ -2383,6 +2382,9 @@ impl TableState {
                 .await?;
         }
         self.root
+            .delete(&path::parts_fate(dir, &list.write_id))
+            .await?;
+        self.root
             .delete_dir(&path::parts_dir(dir, &list.write_id))
             .await;
         Ok(())
@@ -2493,7 +2495,19 @@ impl TableState {
         let Some(before) = std::time::SystemTime::now().checked_sub(leftovers::ORPHAN_AGE) else {
             return;
         };
-        match leftovers::sweep(&self.root, &self.dir, &incarnation.dir, before).await {
+        let swept = leftovers::sweep(&self.root, &self.dir, &incarnation.dir, before).await;
+        if let Ok(swept) = &swept {
+            if swept.undecoded > 0 {
+                log::warn!(
+                    target: TIERING_LOG,
+                    "{} log entries of the store table of '{}' do not decode: no parts of killed \
+                     writers are removed until they are set aside (CALL sys.lakestream_set_aside)",
+                    swept.undecoded,
+                    self.name()
+                );
+            }
+        }
+        match swept {
             Ok(swept) if swept.files > 0 => log::info!(
                 target: TIERING_LOG,
                 "removed {} files ({} bytes) that killed writers left in the store table of '{}'",
@@ -2783,9 +2797,6 @@ pub(crate) struct PartsWriter {
     name: String,
     columns: Vec<String>,
     parts: Vec<Part>,
-    /// When the newest part was written: the sweep of killed writers'
-    /// leftovers goes by the parts' age ([`leftovers`]).
-    last_part: std::time::SystemTime,
 }
 
 impl PartsWriter {
@@ -2813,7 +2824,6 @@ impl PartsWriter {
         match self.state.root.put_new(&location, bytes).await {
             Ok(Created::Yes) => {
                 self.parts.push(Part { rows, length });
-                self.last_part = std::time::SystemTime::now();
                 Ok(())
             }
             Ok(Created::AlreadyExists) => Err(self.not_applied(format!(
@@ -2827,21 +2837,34 @@ impl PartsWriter {
     }
 
     /// Makes every part visible as one unit: one log entry names them.
-    /// Refused once the newest part is [`leftovers::COMMIT_WITHIN`] old (a
-    /// process paused that long): the sweep of killed writers' leftovers
-    /// may take parts that old.
+    /// First it decides the parts' fate ([`leftovers::claim`]) and checks
+    /// that every part it wrote is still there: the parts of a writer
+    /// paused past the sweep's age (a stopped process, a clock that jumped)
+    /// may have been taken for a killed writer's leftovers, and then it
+    /// refuses, with nothing of the write acknowledged.
     pub(crate) async fn commit(self, retention: Duration) -> Result<()> {
-        let paused = self.last_part.elapsed().unwrap_or_default();
-        if paused >= leftovers::COMMIT_WITHIN {
-            let error = self.not_applied(format!(
-                "its last part was written {}s ago, past the {}s within which a multi-part write \
-                 commits (its parts may be taken for a killed writer's leftovers)",
-                paused.as_secs(),
-                leftovers::COMMIT_WITHIN.as_secs()
-            ));
+        failpoint("parts-before-claim");
+        let claimed = leftovers::claim(
+            &self.state.root,
+            &self.incarnation.dir,
+            &self.name,
+            leftovers::Fate::Commit,
+        )
+        .await;
+        let refused = match claimed {
+            Ok(None) => self.missing_parts().await.err(),
+            Ok(Some(_)) => Some(self.not_applied(format!(
+                "its parts were taken for a killed writer's leftovers (it paused more than {}s \
+                 between its parts, or the clock moved); run the statement again",
+                leftovers::ORPHAN_AGE.as_secs()
+            ))),
+            Err(e) => Some(self.not_applied(e.into_error().to_string())),
+        };
+        if let Some(error) = refused {
             self.abort().await;
             return Err(error);
         }
+        failpoint("parts-after-claim");
         let list = PartList {
             write_id: self.name.clone(),
             columns: self.columns.clone(),
@@ -2873,13 +2896,44 @@ impl PartsWriter {
         outcome
     }
 
-    /// Deletes the parts written so far, as far as it can: they are never
-    /// read, so a part left behind costs only space.
+    /// Checks that every part this write wrote is there, whole: an error
+    /// naming the first that is not.
+    async fn missing_parts(&self) -> Result<()> {
+        let dir = path::parts_dir(&self.incarnation.dir, &self.name);
+        let there: HashMap<Path, u64> = self
+            .state
+            .root
+            .objects
+            .list(Some(&dir))
+            .map_ok(|meta| (meta.location, meta.size))
+            .try_collect()
+            .await
+            .map_err(LocalStoreError::from)?;
+        for (index, part) in self.parts.iter().enumerate() {
+            let location = path::part(&self.incarnation.dir, &self.name, index);
+            if there.get(&location) != Some(&part.length) {
+                return Err(self.not_applied(format!(
+                    "its part '{}' is gone (taken for a killed writer's leftovers: it paused \
+                     more than {}s between its parts, or the clock moved); run the statement \
+                     again",
+                    self.state.file(&location),
+                    leftovers::ORPHAN_AGE.as_secs()
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// Deletes the parts written so far, as far as it can, and their fate
+    /// file: they are never read, so a part left behind costs only space.
+    /// Only this write commits them, so its fate is its own to remove.
     pub(crate) async fn abort(self) {
         for index in 0..self.parts.len() {
             let location = path::part(&self.incarnation.dir, &self.name, index);
             let _ = self.state.root.delete(&location).await;
         }
+        let fate = path::parts_fate(&self.incarnation.dir, &self.name);
+        let _ = self.state.root.delete(&fate).await;
         self.state
             .root
             .delete_dir(&path::parts_dir(&self.incarnation.dir, &self.name))
