@@ -66,8 +66,8 @@ pub(crate) struct Swept {
     pub(crate) files: u64,
     /// Their bytes.
     pub(crate) bytes: u64,
-    /// Entries of the log (or set aside) that do not decode, for which no
-    /// parts were removed.
+    /// Entries of the log that do not decode, for which no parts were
+    /// removed.
     pub(crate) undecoded: u64,
 }
 
@@ -106,6 +106,10 @@ impl Fate {
     }
 }
 
+/// How many times [`claim`] asks again when the store says the fate file
+/// exists and a read then does not find it.
+const CLAIM_ATTEMPTS: usize = 5;
+
 /// Decides the fate of the parts of write `write` under `incarnation_dir`
 /// as `fate`, unless it was decided already: `None` when this call decided
 /// it, else what was decided (by another call, or an earlier one cut
@@ -119,16 +123,35 @@ pub(crate) async fn claim(
 ) -> std::result::Result<Option<Fate>, PutFailed> {
     let location = path::parts_fate(incarnation_dir, write);
     let bytes = Bytes::from(format!("{} {}\n", fate.word(), uuid::Uuid::new_v4()));
-    match root.put_new(&location, bytes).await? {
-        Created::Yes => Ok(None),
-        Created::AlreadyExists => match root.get(&location).await {
-            Ok(Some(there)) => Ok(Some(Fate::read(&there))),
-            // Gone since: a sweep that finished removed it. Whatever it
-            // was, it was not this claim.
-            Ok(None) => Ok(Some(Fate::Sweep)),
-            Err(e) => Err(PutFailed::Unknown(e)),
-        },
+    for _ in 0..CLAIM_ATTEMPTS {
+        match root.put_new(&location, bytes.clone()).await? {
+            Created::Yes => return Ok(None),
+            Created::AlreadyExists => match root.get(&location).await {
+                Ok(Some(there)) => return Ok(Some(Fate::read(&there))),
+                // Refused, yet not there: removed since (by a sweep that
+                // finished, an abort, a trim), or not there yet (S3
+                // answers a create racing another with 409, which
+                // object_store reports as existing; a read may lag). That
+                // decides nothing, least of all that the sweep may delete
+                // the parts of a commit that claimed them: ask again.
+                Ok(None) => continue,
+                Err(e) => return Err(PutFailed::Unknown(e)),
+            },
+        }
     }
+    Err(PutFailed::Unknown(
+        LocalStoreError::WriteObject {
+            path: location,
+            source: object_store::Error::Generic {
+                store: "local",
+                source: format!(
+                    "refused {CLAIM_ATTEMPTS} times as existing, and not found when read"
+                )
+                .into(),
+            },
+        }
+        .into(),
+    ))
 }
 
 /// Removes what writes that died left in the store table at `table_dir`
@@ -243,7 +266,7 @@ async fn stale_writes(
 struct Named {
     /// Write ids of the part lists that decode.
     writes: HashSet<String>,
-    /// Entries that do not decode: any write may be theirs.
+    /// Entries of the log that do not decode: any write may be theirs.
     undecoded: u64,
 }
 
@@ -279,7 +302,11 @@ impl Named {
                         named.writes.insert(list.write_id);
                     }
                     Ok(Entry::Rows(_)) => {}
-                    Err(_) => named.undecoded += 1,
+                    // One set aside stops nothing: its rows were given up
+                    // when it was, and the parts of a write that claimed
+                    // them stay by their fate file.
+                    Err(_) if dir == "log" => named.undecoded += 1,
+                    Err(_) => {}
                 }
             }
         }
@@ -421,6 +448,74 @@ mod tests {
         assert_eq!(swept.files, 0);
         assert_eq!(swept.undecoded, 1);
         assert_eq!(t.parts_left().await, [format!("{}/000000.seg", name(3))]);
+    }
+
+    /// An entry set aside (kept in `damaged/`, an empty segment in its
+    /// place in the log) no longer stops the sweep: a killed writer's parts
+    /// go again, and those of the write set aside stay by its commit's
+    /// claim.
+    #[tokio::test]
+    async fn an_undecoded_entry_set_aside_stops_the_sweep_no_longer() {
+        let t = Incarnation::new("memory://leftovers-set-aside");
+        t.put_part(3).await;
+        t.put_part(4).await;
+        let claimed = claim(&t.root, &t.dir, &name(4), Fate::Commit).await;
+        assert!(matches!(claimed, Ok(None)));
+        let mut damaged = part_list(4).to_vec();
+        for byte in &mut damaged[8..] {
+            *byte = 0;
+        }
+        t.put_entry("damaged", 1, Bytes::from(damaged)).await;
+        let swept = t.sweep(SystemTime::now() + HOUR).await;
+        assert_eq!(swept.undecoded, 0, "{swept:?}");
+        assert_eq!(
+            t.parts_left().await,
+            [
+                format!("{}/000000.seg", name(4)),
+                format!("{}/fate", name(4))
+            ]
+        );
+    }
+
+    /// The store says a commit's fate file exists, and a read then misses
+    /// it (S3 answers a create racing another with 409, which object_store
+    /// reports as existing; a read may lag): the sweep must not take that
+    /// for its own decision, and keeps the parts, as it does when the read
+    /// finds the commit's claim. Otherwise the commit, which claimed them,
+    /// would put an entry naming parts that are gone.
+    #[tokio::test]
+    async fn a_claim_the_store_has_but_a_read_misses_keeps_the_parts() {
+        use crate::store::faulty::{ErrorKind, Fault, Faults, FaultyStore, Op, Rule};
+        let url = "faulty://leftovers-missed-claim";
+        let faults = Faults::new();
+        let inner: std::sync::Arc<dyn object_store::ObjectStore> =
+            std::sync::Arc::new(object_store::memory::InMemory::new());
+        super::super::register_object_store(
+            url,
+            std::sync::Arc::new(FaultyStore::new(inner, faults.clone())),
+        )
+        .expect("register");
+        let t = Incarnation::new(url);
+        t.put_part(8).await;
+        // The write's commit claimed its parts; its entry comes next.
+        let claimed = claim(&t.root, &t.dir, &name(8), Fate::Commit).await;
+        assert!(matches!(claimed, Ok(None)));
+        // The sweep's create of the fate file is refused as existing, and
+        // its reads of it miss it.
+        faults.add(
+            Rule::new(Op::Get, Fault::Fail(ErrorKind::NotFound))
+                .path_contains("/fate")
+                .times(2),
+        );
+        let swept = t.sweep(SystemTime::now() + HOUR).await;
+        assert_eq!(
+            t.parts_left().await,
+            [
+                format!("{}/000000.seg", name(8)),
+                format!("{}/fate", name(8))
+            ],
+            "the sweep took the parts of a write its commit claimed: {swept:?}"
+        );
     }
 
     /// A commit's claim keeps the parts of a write whose entry is not in
