@@ -801,6 +801,16 @@ fn uncommitted_parts(dir: &Path) -> Vec<PathBuf> {
     dirs
 }
 
+/// Of the parts directories `dirs`, those whose write's commit claimed its
+/// parts (its `fate` file says `commit`) before it was killed: they stay
+/// for good, as a writer paused there would commit them.
+fn claimed(dirs: &[PathBuf]) -> Vec<PathBuf> {
+    dirs.iter()
+        .filter(|dir| std::fs::read(dir.join("fate")).is_ok_and(|b| b.starts_with(b"commit")))
+        .cloned()
+        .collect()
+}
+
 /// The temporary files of puts under `dir` (`.NAME.<pid>-<n>.tmp`).
 fn temporaries(dir: &Path) -> Vec<PathBuf> {
     files_where(dir, |path| {
@@ -871,10 +881,28 @@ async fn what_killed_writers_leave_is_removed_once_a_day_old() {
             }
             first_ack.is_some_and(|first| t >= first + delay)
         }));
-        if !uncommitted_parts(&store).is_empty() {
+        let left = uncommitted_parts(&store);
+        if left.len() > claimed(&left).len() {
             break;
         }
     }
+    // A writer that dies between claiming its parts and putting its log
+    // entry: its parts stay for good (a writer paused there commits them).
+    let child = spawn(
+        &setup,
+        &ChildSpec {
+            role: "big-writer",
+            table: "t",
+            start: 900,
+            count: 1,
+            tier_interval: "off",
+            failpoint: Some("parts-after-claim"),
+        },
+    );
+    assert!(
+        !child.wait_with_output().expect("writer").status.success(),
+        "the writer should have died after its claim"
+    );
     // A writer that dies between writing a segment aside and linking it.
     let child = spawn(
         &setup,
@@ -894,7 +922,12 @@ async fn what_killed_writers_leave_is_removed_once_a_day_old() {
     assert!(!status.success(), "the writer should have died");
     let parts = uncommitted_parts(&store);
     let temps = temporaries(&store);
-    assert!(!parts.is_empty(), "no killed writer left parts");
+    let kept = claimed(&parts);
+    assert!(!kept.is_empty(), "no killed writer left claimed parts");
+    assert!(
+        parts.len() > kept.len(),
+        "no killed writer left parts it had not claimed"
+    );
     assert!(!temps.is_empty(), "no killed writer left a temporary file");
     let fresh = context(&setup).await;
     check_big_inserts(&ids(&fresh, "SELECT id FROM t$rt").await, &acked);
@@ -919,7 +952,7 @@ async fn what_killed_writers_leave_is_removed_once_a_day_old() {
     }
     let fresh = context(&setup).await;
     run(&fresh, "CALL sys.lakestream_tier('t')").await;
-    assert_eq!(uncommitted_parts(&store), Vec::<PathBuf>::new());
+    assert_eq!(uncommitted_parts(&store), kept);
     assert_eq!(temporaries(&store), Vec::<PathBuf>::new());
     let rt = ids(&fresh, "SELECT id FROM t$rt").await;
     check_big_inserts(&rt, &acked);
@@ -939,10 +972,26 @@ async fn what_killed_writers_leave_is_removed_once_a_day_old() {
 /// before and after tiering.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_writer_paused_past_the_sweep_commits_whole_or_not_at_all() {
+    a_writer_paused_past_the_sweep(Setup::new).await;
+}
+
+/// The same on S3: the claims are conditional puts there. The test server
+/// keeps each object as a file and dates it by the file's modification
+/// time, so the store is aged as on local disk.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_writer_paused_past_the_sweep_commits_whole_or_not_at_all_on_s3() {
+    a_writer_paused_past_the_sweep(Setup::on_s3).await;
+}
+
+async fn a_writer_paused_past_the_sweep(new_setup: fn() -> Setup) {
     for (point, taken) in [("parts-before-claim", true), ("parts-after-claim", false)] {
-        let mut setup = Setup::new();
+        let mut setup = new_setup();
         setup.extra.push(LEFTOVER_SEGMENT_SIZE);
-        let store = setup.store();
+        // The store's files: on S3, the bucket's as the server keeps them.
+        let store = match &setup.s3 {
+            Some(s3) => s3.data_dir().join(&s3.bucket),
+            None => setup.store(),
+        };
         let ctx = context(&setup).await;
         run(
             &ctx,

@@ -129,6 +129,18 @@ impl TestS3 {
         options.extend(extra.iter().map(|(k, v)| (k.to_string(), v.to_string())));
         options
     }
+
+    /// The directory the server keeps its buckets in, one directory each,
+    /// an object as a file under its key (dated by its modification time).
+    pub fn data_dir(&self) -> PathBuf {
+        let state = std::fs::read_to_string(self.dir.path().join("server.state"))
+            .expect("the server's state");
+        let dir = state
+            .lines()
+            .find_map(|line| line.strip_prefix("DIR="))
+            .expect("DIR= in the server's state");
+        Path::new(dir).join("root")
+    }
 }
 
 impl Drop for TestS3 {
