@@ -964,8 +964,9 @@ async fn what_killed_writers_leave_is_removed_once_a_day_old() {
 }
 
 /// A multi-part writer paused for longer than the sweep's age (a stopped
-/// process, a suspended machine, a clock that jumped) between its last part
-/// and its log entry. Paused before it claims its parts, a tiering round
+/// process, a suspended machine, a clock that jumped) between two of its
+/// parts, or between its last part and its log entry. Paused before it
+/// claims its parts, a tiering round
 /// meanwhile takes them for a killed writer's leftovers, and the write then
 /// refuses; paused after its claim, the round keeps its parts and the write
 /// is acknowledged. Either way every acknowledged row is read exactly once,
@@ -984,7 +985,13 @@ async fn a_writer_paused_past_the_sweep_commits_whole_or_not_at_all_on_s3() {
 }
 
 async fn a_writer_paused_past_the_sweep(new_setup: fn() -> Setup) {
-    for (point, taken) in [("parts-before-claim", true), ("parts-after-claim", false)] {
+    for (point, taken) in [
+        // After its first part: the writer goes on with its next parts
+        // (into the directory the round emptied), then finds the first gone.
+        ("parts-after-part", true),
+        ("parts-before-claim", true),
+        ("parts-after-claim", false),
+    ] {
         let mut setup = new_setup();
         setup.extra.push(LEFTOVER_SEGMENT_SIZE);
         // The store's files: on S3, the bucket's as the server keeps them.

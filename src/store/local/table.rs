@@ -2824,6 +2824,7 @@ impl PartsWriter {
         match self.state.root.put_new(&location, bytes).await {
             Ok(Created::Yes) => {
                 self.parts.push(Part { rows, length });
+                failpoint("parts-after-part");
                 Ok(())
             }
             Ok(Created::AlreadyExists) => Err(self.not_applied(format!(
