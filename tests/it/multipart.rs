@@ -133,7 +133,9 @@ async fn multi_part_upserts_and_deletes_merge_as_they_do_after_tiering() {
     )
     .await;
     run(&ctx, "DELETE FROM kv WHERE k <= 3000 AND k % 2 = 0").await;
-    assert!(files_under(&store, "parts").len() > 1);
+    // More than one part (the fate file aside): multi-part writes.
+    let parts = files_under(&store, "parts");
+    assert!(parts.iter().filter(|p| !p.ends_with("fate")).count() > 1);
     let query = "SELECT sum(v) FROM kv$rt";
     let before = ids(&ctx, query).await;
     let rows_before = ids(&ctx, "SELECT count(*) FROM kv$rt").await;
@@ -184,6 +186,16 @@ async fn a_multi_part_write_that_fails_part_way_writes_nothing() {
         );
         let error = try_run(&ctx, BIG_INSERT).await.unwrap_err();
         assert!(error.contains("nothing was written"), "{error}");
+        faults.remove(rule);
+        assert_eq!(sorted_ids(&ctx, "SELECT id FROM t$rt").await, vec![0]);
+    }
+    // The commit's claim of its parts (their fate file) failing, or landing
+    // and then timing out: it refuses, and nothing of it ever shows.
+    for fault in [Fault::fail(), Fault::lands_then_times_out()] {
+        let rule = faults.add(Rule::new(Op::Put, fault).path_contains("/fate").times(1));
+        let error = try_run(&ctx, BIG_INSERT).await.unwrap_err();
+        assert!(error.contains("nothing was written"), "{error}");
+        assert_eq!(faults.fired(rule), 1);
         faults.remove(rule);
         assert_eq!(sorted_ids(&ctx, "SELECT id FROM t$rt").await, vec![0]);
     }
