@@ -130,6 +130,10 @@ pub enum ErrorKind {
     Timeout,
     /// `object_store::Error::NotFound`.
     NotFound,
+    /// `object_store::Error::AlreadyExists`: how object_store reports S3's
+    /// 409 `ConditionalRequestConflict`, a create racing another one on the
+    /// same name, which may leave no object there.
+    Conflict,
 }
 
 impl ErrorKind {
@@ -154,6 +158,10 @@ impl ErrorKind {
             ErrorKind::NotFound => object_store::Error::NotFound {
                 path: path.to_string(),
                 source: format!("injected not found: {op} {path}{outcome}").into(),
+            },
+            ErrorKind::Conflict => object_store::Error::AlreadyExists {
+                path: path.to_string(),
+                source: format!("injected conflict: {op} {path}{outcome}").into(),
             },
         }
     }

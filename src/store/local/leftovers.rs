@@ -128,12 +128,11 @@ pub(crate) async fn claim(
             Created::Yes => return Ok(None),
             Created::AlreadyExists => match root.get(&location).await {
                 Ok(Some(there)) => return Ok(Some(Fate::read(&there))),
-                // Refused, yet not there: removed since (by a sweep that
-                // finished, an abort, a trim), or not there yet (S3
-                // answers a create racing another with 409, which
-                // object_store reports as existing; a read may lag). That
-                // decides nothing, least of all that the sweep may delete
-                // the parts of a commit that claimed them: ask again.
+                // Another's a moment ago (`put_new` read it), gone now:
+                // removed since (by a sweep that finished, an abort, a
+                // trim). That decides nothing, least of all that the sweep
+                // may delete the parts of a commit that claimed them: ask
+                // again.
                 Ok(None) => continue,
                 Err(e) => return Err(PutFailed::Unknown(e)),
             },

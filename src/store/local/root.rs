@@ -118,6 +118,10 @@ pub(crate) enum Replaced {
     Changed,
 }
 
+/// How many times `put_new` asks again when an object store refuses a
+/// create as existing but has no object under the name.
+const CREATE_ATTEMPTS: usize = 5;
+
 /// Why `put_new` failed: before anything could land, or after (or while)
 /// the object may have landed.
 #[derive(Debug)]
@@ -558,30 +562,57 @@ impl Root {
                 self.check_create_if_absent()
                     .await
                     .map_err(PutFailed::NotApplied)?;
-                let put = self
-                    .objects
-                    .put_opts(
-                        path,
-                        PutPayload::from(bytes.clone()),
-                        PutMode::Create.into(),
-                    )
-                    .await;
-                match put {
-                    Ok(_) => Ok(Created::Yes),
-                    Err(object_store::Error::AlreadyExists { .. }) => match self.get(path).await {
-                        Ok(Some(there)) if there == bytes => Ok(Created::Yes),
-                        Ok(_) => Ok(Created::AlreadyExists),
-                        Err(e) => Err(PutFailed::Unknown(e)),
-                    },
-                    // A put that failed may still have landed (a timeout).
-                    Err(source) => Err(PutFailed::Unknown(
-                        LocalStoreError::WriteObject {
-                            path: path.clone(),
-                            source,
+                // Refused as existing, yet nothing there: S3 answers a
+                // create racing another on the same name with 409
+                // (`ConditionalRequestConflict`, which object_store reports
+                // as existing) even when the other does not land. Taking
+                // the name as taken would skip it for good (a log position
+                // nobody writes stops tiering there): ask again.
+                for _ in 0..CREATE_ATTEMPTS {
+                    let put = self
+                        .objects
+                        .put_opts(
+                            path,
+                            PutPayload::from(bytes.clone()),
+                            PutMode::Create.into(),
+                        )
+                        .await;
+                    match put {
+                        Ok(_) => return Ok(Created::Yes),
+                        Err(object_store::Error::AlreadyExists { .. }) => {
+                            match self.get(path).await {
+                                Ok(Some(there)) if there == bytes => return Ok(Created::Yes),
+                                Ok(Some(_)) => return Ok(Created::AlreadyExists),
+                                Ok(None) => continue,
+                                Err(e) => return Err(PutFailed::Unknown(e)),
+                            }
                         }
-                        .into(),
-                    )),
+                        // A put that failed may still have landed (a timeout).
+                        Err(source) => {
+                            return Err(PutFailed::Unknown(
+                                LocalStoreError::WriteObject {
+                                    path: path.clone(),
+                                    source,
+                                }
+                                .into(),
+                            ))
+                        }
+                    }
                 }
+                Err(PutFailed::Unknown(
+                    LocalStoreError::WriteObject {
+                        path: path.clone(),
+                        source: object_store::Error::Generic {
+                            store: "local",
+                            source: format!(
+                                "refused {CREATE_ATTEMPTS} times as existing, and not found when \
+                                 read"
+                            )
+                            .into(),
+                        },
+                    }
+                    .into(),
+                ))
             }
         }
     }
@@ -989,6 +1020,35 @@ pub(crate) fn to_url(location: &str) -> Result<Url> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A create refused as existing (S3's 409 on a create racing another)
+    /// while nothing is under the name is asked again, not taken for a
+    /// taken name: a log position skipped so would stop tiering for good.
+    #[tokio::test]
+    async fn a_create_refused_but_not_there_is_made() {
+        use crate::store::faulty::{ErrorKind, Fault, Faults, FaultyStore, Op, Rule};
+        let url = "faulty://root-create-conflict";
+        let faults = Faults::new();
+        let inner: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+        register_object_store(url, Arc::new(FaultyStore::new(inner, faults.clone())))
+            .expect("register");
+        let root = Root::open(url, &S3Options::default(), Duration::from_secs(60)).expect("a root");
+        let at = Path::from("db/t/log/00000000000000000000.seg");
+        faults.add(
+            Rule::new(Op::Put, Fault::Fail(ErrorKind::Conflict))
+                .path_contains("/log/")
+                .times(2),
+        );
+        let created = root.put_new(&at, Bytes::from_static(b"rows")).await;
+        assert!(matches!(created, Ok(Created::Yes)), "{created:?}");
+        assert_eq!(
+            root.get(&at).await.expect("a read"),
+            Some(Bytes::from_static(b"rows"))
+        );
+        // Taken for real: said so.
+        let again = root.put_new(&at, Bytes::from_static(b"other")).await;
+        assert!(matches!(again, Ok(Created::AlreadyExists)), "{again:?}");
+    }
 
     /// A write's checks read their files while it holds the trim lock, in
     /// the lock's own trip: an exclusive holder (a trim, a drop) cannot run
