@@ -101,6 +101,8 @@ async fn rename_no_replace(
     args: OpRename,
 ) -> Result<()> {
     let (from, to) = (absolute(from_key), absolute(to_key));
+    #[cfg(any(test, feature = "testing"))]
+    super::pause::before_publish(&to).await;
     match tokio::fs::hard_link(&from, &to).await {
         Ok(()) => {
             // The name is published; a leftover old name is harmless.
