@@ -755,21 +755,9 @@ impl Catalog for LakeStreamCatalog {
         ignore_if_exists: bool,
     ) -> paimon::Result<()> {
         // As `CALL sys.create_tag`: written through the table's file IO and
-        // acknowledged only over a snapshot that expiry keeps. A REST
+        // acknowledged only over a snapshot that expiry keeps; a REST
         // catalog's server makes and lists its tags itself.
         let table = self.inner.get_table(identifier).await?;
-        if table.rest_env().is_some() {
-            return self
-                .inner
-                .create_tag_with_retention(
-                    identifier,
-                    tag_name,
-                    snapshot_id,
-                    time_retained,
-                    ignore_if_exists,
-                )
-                .await;
-        }
         match crate::maintenance::tags::create_tag_with_retention(
             &table,
             tag_name,

@@ -152,13 +152,19 @@ pub async fn create_tag(table: &Table, name: &str, snapshot_id: Option<i64>) -> 
 /// [`create_tag`], with the tag's retention (`time_retained`, Paimon's
 /// duration format) as Paimon's `create_tag_with_retention` takes it: the
 /// catalog API's tags are made here too
-/// ([`crate::catalog::LakeStreamCatalog`]).
+/// ([`crate::catalog::LakeStreamCatalog`]), as `CALL sys.create_tag`'s are.
+///
+/// A table of a REST catalog has its tags made by the catalog's server,
+/// which keeps and lists them ([`create_on_server`]).
 pub async fn create_tag_with_retention(
     table: &Table,
     name: &str,
     snapshot_id: Option<i64>,
     time_retained: Option<&str>,
 ) -> Result<CreatedTag> {
+    if table.rest_env().is_some() {
+        return create_on_server(table, name, snapshot_id, time_retained).await;
+    }
     let tags = table.tag_manager();
     if tags.tag_exists(name).await? {
         return Err(paimon::Error::TagAlreadyExist {
@@ -195,6 +201,57 @@ pub async fn create_tag_with_retention(
     }
     Ok(CreatedTag {
         snapshot_id: snapshot.id(),
+    })
+}
+
+/// Asks the REST catalog's server of `table` to make tag `name`, as
+/// Paimon's `RESTCatalog::create_tag_with_retention` does, and then which
+/// snapshot it tagged.
+async fn create_on_server(
+    table: &Table,
+    name: &str,
+    snapshot_id: Option<i64>,
+    time_retained: Option<&str>,
+) -> Result<CreatedTag> {
+    let Some(env) = table.rest_env() else {
+        return Err(Error::Internal(format!(
+            "table '{}' is not a REST catalog's",
+            table.identifier().full_name()
+        )));
+    };
+    let identifier = table.identifier();
+    let api = env.api();
+    let server_error = |error: paimon::Error| -> Error {
+        use paimon::api::RestError;
+        match error {
+            paimon::Error::RestApi {
+                source: RestError::AlreadyExists { .. },
+            } => paimon::Error::TagAlreadyExist {
+                tag_name: name.to_string(),
+            }
+            .into(),
+            paimon::Error::RestApi {
+                source:
+                    RestError::NoSuchResource {
+                        resource_type: Some(kind),
+                        ..
+                    },
+            } if kind.eq_ignore_ascii_case("snapshot") => match snapshot_id {
+                Some(snapshot_id) => paimon::Error::SnapshotNotExist { snapshot_id }.into(),
+                None => Error::InvalidStatement {
+                    statement: "CALL sys.create_tag".to_string(),
+                    reason: format!("table '{}' has no snapshot to tag", identifier.full_name()),
+                },
+            },
+            other => other.into(),
+        }
+    };
+    api.create_tag_with_retention(identifier, name, snapshot_id, time_retained)
+        .await
+        .map_err(server_error)?;
+    let made = api.get_tag(identifier, name).await.map_err(server_error)?;
+    Ok(CreatedTag {
+        snapshot_id: made.snapshot.id(),
     })
 }
 

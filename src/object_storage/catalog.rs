@@ -96,21 +96,28 @@ struct SafeCommits {
 }
 
 impl SafeCommits {
-    /// Runs `work` holding database `database`'s schema lock
-    /// ([`super::schema_lock`]): a file lock on local disk, a lease on S3.
+    /// Runs `work`, `statement` (`CREATE TABLE db.t`, for its errors),
+    /// holding database `database`'s schema lock ([`super::schema_lock`]):
+    /// a file lock on local disk, a lease on S3.
     async fn with_schema_lock<T>(
         &self,
-        database: &str,
+        (statement, database): (&str, &str),
         work: impl std::future::Future<Output = paimon::Result<T>>,
     ) -> paimon::Result<T> {
         match self.warehouse {
             Warehouse::Local => {
+                let _ = statement;
                 super::schema_lock::with_local_schema_lock(&self.location, database, work).await
             }
             #[cfg(feature = "s3")]
             Warehouse::S3 => {
-                super::schema_lock::with_schema_lease(&self.location, &self.s3, database, work)
-                    .await
+                super::schema_lock::with_schema_lease(
+                    &self.location,
+                    &self.s3,
+                    (statement, database),
+                    work,
+                )
+                .await
             }
             #[cfg(not(feature = "s3"))]
             Warehouse::S3 => work.await,
@@ -182,7 +189,7 @@ impl Catalog for SafeCommits {
         cascade: bool,
     ) -> paimon::Result<()> {
         self.with_schema_lock(
-            name,
+            (&format!("DROP DATABASE {name}"), name),
             self.inner
                 .drop_database(name, ignore_if_not_exists, cascade),
         )
@@ -229,7 +236,9 @@ impl Catalog for SafeCommits {
                 }
             }
         };
-        self.with_schema_lock(identifier.database(), create).await
+        let statement = format!("CREATE TABLE {}", identifier.full_name());
+        self.with_schema_lock((&statement, identifier.database()), create)
+            .await
     }
 
     async fn drop_table(
@@ -238,7 +247,10 @@ impl Catalog for SafeCommits {
         ignore_if_not_exists: bool,
     ) -> paimon::Result<()> {
         self.with_schema_lock(
-            identifier.database(),
+            (
+                &format!("DROP TABLE {}", identifier.full_name()),
+                identifier.database(),
+            ),
             self.inner.drop_table(identifier, ignore_if_not_exists),
         )
         .await
@@ -257,11 +269,19 @@ impl Catalog for SafeCommits {
             (to.database(), from.database())
         };
         let rename = self.inner.rename_table(from, to, ignore_if_not_exists);
+        let statement = format!(
+            "ALTER TABLE {} RENAME TO {}",
+            from.full_name(),
+            to.full_name()
+        );
         if first == second {
-            return self.with_schema_lock(first, rename).await;
+            return self.with_schema_lock((&statement, first), rename).await;
         }
-        self.with_schema_lock(first, self.with_schema_lock(second, rename))
-            .await
+        self.with_schema_lock(
+            (&statement, first),
+            self.with_schema_lock((&statement, second), rename),
+        )
+        .await
     }
 
     async fn alter_table(
@@ -289,7 +309,9 @@ impl Catalog for SafeCommits {
                 }
             }
         };
-        self.with_schema_lock(identifier.database(), alter).await
+        let statement = format!("ALTER TABLE {}", identifier.full_name());
+        self.with_schema_lock((&statement, identifier.database()), alter)
+            .await
     }
 
     async fn create_tag(

@@ -64,6 +64,69 @@ fn snapshot_file(path: &str) -> Option<(&str, i64)> {
     (table.is_empty() || table.ends_with('/')).then_some((table, id))
 }
 
+/// Why the write of `path` (a [`create_only`] name) is refused on a server
+/// that ignores `If-None-Match`, naming what it was for: the statement and
+/// table a schema file is written for (`schema-0`: `CREATE TABLE`, a later
+/// one: `ALTER TABLE`), a tag, or a commit's snapshot.
+fn refused_write(path: &str) -> String {
+    let parts: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+    let (dir, name) = match parts.as_slice() {
+        [.., dir, name] => (*dir, *name),
+        _ => ("", path),
+    };
+    let table = parts
+        .iter()
+        .position(|part| part.len() > 3 && part.ends_with(".db"))
+        .and_then(|at| {
+            let table = parts.get(at + 1)?;
+            Some(format!("{}.{table}", parts[at].trim_end_matches(".db")))
+        })
+        .unwrap_or_else(|| format!("the table of '{path}'"));
+    let branch = parts
+        .windows(2)
+        .find(|pair| pair[0] == "branch")
+        .and_then(|pair| pair[1].strip_prefix("branch-"));
+    let (what, risk) = match (dir, branch) {
+        ("schema", Some(branch)) if name == "schema-0" => (
+            format!("creating the branch '{branch}' of {table}"),
+            "another process's branch of that name could be replaced",
+        ),
+        ("schema", None) if name == "schema-0" => (
+            format!("CREATE TABLE {table}"),
+            "another process's table of that name could be replaced",
+        ),
+        ("schema", _) => (
+            format!("ALTER TABLE {table}"),
+            "another process's schema change could be replaced and undone",
+        ),
+        ("tag", _) => (
+            format!(
+                "creating the tag '{}' of {table}",
+                name.strip_prefix("tag-").unwrap_or(name)
+            ),
+            "another process's tag of that name could be replaced",
+        ),
+        _ => (
+            format!("a commit to {table}"),
+            "a commit could replace another's snapshot and lose its rows",
+        ),
+    };
+    refused_without_conditions(&what, risk)
+}
+
+/// The one refusal of a write on an S3 server that ignores conditional
+/// writes: `what` (the statement and its table, a tag, a commit) is
+/// refused, because otherwise `risk`. The refused commits, tags and schema
+/// files ([`refused_write`]) and the DDL whose database lease the server
+/// cannot keep ([`super::schema_lock`]) all say it so.
+pub(super) fn refused_without_conditions(what: &str, risk: &str) -> String {
+    format!(
+        "{what} is refused: the S3 server ignores conditional writes ('If-None-Match: *' on \
+         PutObject), so {risk}. Use a server that implements conditional writes (AWS S3, \
+         MinIO, versitygw, ...), or a REST catalog, whose server commits snapshots"
+    )
+}
+
 /// The [`Rules`] of S3 tables' file IO ([`file_io`], [`fenced`]).
 #[derive(Debug)]
 struct CreateOnce {
@@ -129,13 +192,7 @@ impl Probe {
 impl Rules for CreateOnce {
     fn check_write(&self, path: &str) -> Result<()> {
         if create_only(path) && self.probe.ignores_condition.load(Ordering::SeqCst) {
-            return Err(Error::new(
-                ErrorKind::Unsupported,
-                "the S3 server ignores conditional writes ('If-None-Match: *' on PutObject): \
-                 a commit could replace another's snapshot and lose its rows, so commits are \
-                 refused. Use a server that implements conditional writes (AWS S3, MinIO, \
-                 versitygw, ...), or a REST catalog, whose server commits snapshots",
-            ));
+            return Err(Error::new(ErrorKind::Unsupported, refused_write(path)));
         }
         if let (Some(fence), Some((table, id))) = (&self.fence, snapshot_file(path)) {
             if table == fence.table && id != fence.next {
@@ -325,6 +382,39 @@ mod tests {
             .write("w/db.db/t/bucket-0/data.parquet", b"rows".to_vec())
             .await
             .expect("data files are written");
+        // Each refusal names what was refused: the statement and table a
+        // schema file is for, the tag, or the commit.
+        for (path, names) in [
+            (
+                "w/db.db/t/snapshot/snapshot-2",
+                "a commit to db.t is refused",
+            ),
+            ("w/db.db/t/schema/schema-0", "CREATE TABLE db.t is refused"),
+            ("w/db.db/t/schema/schema-4", "ALTER TABLE db.t is refused"),
+            (
+                "w/db.db/t/tag/tag-nightly",
+                "creating the tag 'nightly' of db.t is refused",
+            ),
+            (
+                "w/db.db/t/branch/branch-b/schema/schema-0",
+                "creating the branch 'b' of db.t is refused",
+            ),
+        ] {
+            let error = dishonest.write(path, b"{}".to_vec()).await.expect_err(path);
+            assert_eq!(error.kind(), ErrorKind::Unsupported);
+            let message = error.to_string();
+            assert!(message.contains(names), "{path}: {message}");
+            assert!(
+                message.contains("ignores conditional writes"),
+                "{path}: {message}"
+            );
+            // Only a commit's refusal speaks of commits and rows.
+            assert_eq!(
+                message.contains("a commit"),
+                path.contains("/snapshot/"),
+                "{path}: {message}"
+            );
+        }
     }
 
     #[tokio::test]

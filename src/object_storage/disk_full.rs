@@ -2,8 +2,10 @@
 //! `cfg(test)` or the `testing` feature only): while a [`DiskFull`] is
 //! held, every write of a file under its directory through [`super::local`]'s
 //! file IO stores the first `room` bytes of the file and then fails, as a
-//! write on a full disk does (`ENOSPC`). It sits under the guard layer, as
-//! the storage: what the guard makes of a failed write is what is tested.
+//! write on a full disk does (`ENOSPC`), and so does every new name linked
+//! there (a directory with no room for another entry). It sits under the
+//! guard layer, as the storage: what the guard makes of a failed write is
+//! what is tested.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -54,6 +56,18 @@ fn room_for(path: &str) -> Option<u64> {
         .filter(|(_, dir, _)| file.starts_with(dir))
         .map(|(_, _, room)| *room)
         .min()
+}
+
+/// The error of a new name for a file at `file` (a link), if its disk is
+/// full.
+pub(super) fn new_name_fails(file: &Path) -> Option<std::io::Error> {
+    let full = FULL
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .iter()
+        .any(|(_, dir, _)| file.starts_with(dir));
+    // ENOSPC.
+    full.then(|| std::io::Error::from_raw_os_error(28))
 }
 
 /// The storage's rules: writes under a full disk are cut short.

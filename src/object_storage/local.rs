@@ -24,8 +24,10 @@
 //! behaviour. The catalog's own `CREATE TABLE` and `ALTER TABLE` write
 //! their schema files through this file IO too (`super::catalog`).
 //!
-//! Not covered: writers outside this crate (Java Paimon, other builds), and
-//! file systems without hard links (see [`rename_no_replace`]).
+//! A file system without hard links gets a rename that refuses to replace
+//! instead, where the system has one (see [`rename_no_replace`]); a full
+//! disk fails the publish with its error. Not covered: writers outside this
+//! crate (Java Paimon, other builds).
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -89,11 +91,17 @@ pub(super) fn absolute(path: &str) -> PathBuf {
 /// Gives `from` the name `to` unless a file has it: a hard link, then the
 /// old name removed.
 ///
-/// On a file system that cannot link (FAT, some network and FUSE mounts)
-/// the link fails with another error. Failing the rename would make paimon
-/// write the snapshot in place under its name, which a crash can leave
-/// half written for every later reader; renaming once the name is found
-/// free keeps paimon's own behaviour there instead, its race included.
+/// A full disk (or quota) fails the link, and the publish with it, with the
+/// disk's error: nothing is renamed over anything. On a file system that
+/// cannot link (FAT, some network and FUSE mounts) the link fails with
+/// another error; the file is then moved by a rename that refuses to
+/// replace ([`move_no_replace`]: `renameat2(RENAME_NOREPLACE)` on Linux,
+/// `renamex_np(RENAME_EXCL)` on macOS). Only where neither exists does it
+/// rename once the name is found free, paimon's own behaviour there, its
+/// race included (two publishes of one name at once can both succeed, the
+/// second replacing the first): failing instead would make paimon write
+/// the snapshot in place under its name, which a crash can leave half
+/// written for every later reader.
 async fn rename_no_replace(
     inner: &Servicer,
     ctx: &OperationContext,
@@ -101,34 +109,134 @@ async fn rename_no_replace(
     args: OpRename,
 ) -> Result<()> {
     let (from, to) = (absolute(from_key), absolute(to_key));
-    match tokio::fs::hard_link(&from, &to).await {
+    #[cfg(any(test, feature = "testing"))]
+    super::pause::before_publish(&to).await;
+    let error = match link(&from, &to).await {
         Ok(()) => {
             // The name is published; a leftover old name is harmless.
             let _ = tokio::fs::remove_file(&from).await;
-            Ok(())
+            return Ok(());
         }
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Err(Error::new(
-            ErrorKind::ConditionNotMatch,
-            format!("'{}' exists: another commit created it first", to.display()),
-        )),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(Error::new(
+        Err(e) => e,
+    };
+    match error.kind() {
+        std::io::ErrorKind::AlreadyExists => Err(taken(&to)),
+        std::io::ErrorKind::NotFound => Err(Error::new(
             ErrorKind::NotFound,
             format!(
-                "cannot link '{}' as '{}': {e}",
+                "cannot link '{}' as '{}': {error}",
                 from.display(),
                 to.display()
             ),
         )),
-        Err(_) => {
-            if tokio::fs::symlink_metadata(&to).await.is_ok() {
-                return Err(Error::new(
-                    ErrorKind::ConditionNotMatch,
-                    format!("'{}' exists: another commit created it first", to.display()),
-                ));
+        _ if full(&error) => Err(not_published(&to, error)),
+        _ => match move_no_replace(&from, &to).await? {
+            Moved::Moved => Ok(()),
+            Moved::Unsupported => {
+                if tokio::fs::symlink_metadata(&to).await.is_ok() {
+                    return Err(taken(&to));
+                }
+                inner.rename(ctx, from_key, to_key, args).await.map(|_| ())
             }
-            inner.rename(ctx, from_key, to_key, args).await.map(|_| ())
-        }
+        },
     }
+}
+
+/// Links `from` as `to` (under a test's full disk, [`super::disk_full`],
+/// a new name fails as it would there).
+async fn link(from: &std::path::Path, to: &std::path::Path) -> std::io::Result<()> {
+    #[cfg(any(test, feature = "testing"))]
+    if let Some(full) = super::disk_full::new_name_fails(to) {
+        return Err(full);
+    }
+    tokio::fs::hard_link(from, to).await
+}
+
+/// Whether `error` says the disk (or the user's quota) is full.
+fn full(error: &std::io::Error) -> bool {
+    matches!(
+        error.kind(),
+        std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded
+    )
+}
+
+/// The error of a publish onto a name another commit took first.
+fn taken(to: &std::path::Path) -> Error {
+    Error::new(
+        ErrorKind::ConditionNotMatch,
+        format!("'{}' exists: another commit created it first", to.display()),
+    )
+}
+
+/// The error of a publish that failed with `error`, nothing published.
+fn not_published(to: &std::path::Path, error: std::io::Error) -> Error {
+    Error::new(
+        ErrorKind::Unexpected,
+        format!("cannot publish '{}': {error}", to.display()),
+    )
+    .set_source(error)
+}
+
+/// What [`move_no_replace`] did.
+#[derive(Debug, PartialEq, Eq)]
+enum Moved {
+    /// `from` has the name `to`.
+    Moved,
+    /// The system or file system has no rename that refuses to replace:
+    /// nothing was done.
+    Unsupported,
+}
+
+/// Renames `from` to `to` unless a file has that name, atomically, where
+/// the system has such a rename; a taken name fails with
+/// `ConditionNotMatch`.
+async fn move_no_replace(from: &std::path::Path, to: &std::path::Path) -> Result<Moved> {
+    let (source, target) = (from.to_path_buf(), to.to_path_buf());
+    let renamed = tokio::task::spawn_blocking(move || rename_exclusive(&source, &target))
+        .await
+        .map_err(|e| Error::new(ErrorKind::Unexpected, format!("a rename task failed: {e}")))?;
+    match renamed {
+        Ok(moved) => Ok(moved),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Err(taken(to)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(Error::new(
+            ErrorKind::NotFound,
+            format!(
+                "cannot rename '{}' to '{}': {e}",
+                from.display(),
+                to.display()
+            ),
+        )),
+        Err(e) => Err(not_published(to, e)),
+    }
+}
+
+/// The system's rename that never replaces its target.
+#[cfg(any(
+    target_os = "linux",
+    target_os = "android",
+    target_os = "macos",
+    target_os = "ios"
+))]
+fn rename_exclusive(from: &std::path::Path, to: &std::path::Path) -> std::io::Result<Moved> {
+    use rustix::fs::{renameat_with, RenameFlags, CWD};
+    use rustix::io::Errno;
+    match renameat_with(CWD, from, CWD, to, RenameFlags::NOREPLACE) {
+        Ok(()) => Ok(Moved::Moved),
+        // A kernel or file system without the flag (some network and FUSE
+        // mounts answer EINVAL).
+        Err(Errno::INVAL | Errno::NOSYS | Errno::OPNOTSUPP) => Ok(Moved::Unsupported),
+        Err(e) => Err(e.into()),
+    }
+}
+
+#[cfg(not(any(
+    target_os = "linux",
+    target_os = "android",
+    target_os = "macos",
+    target_os = "ios"
+)))]
+fn rename_exclusive(_from: &std::path::Path, _to: &std::path::Path) -> std::io::Result<Moved> {
+    Ok(Moved::Unsupported)
 }
 
 #[cfg(test)]
@@ -263,6 +371,107 @@ mod tests {
             std::fs::read_to_string(table.join("snapshot").join("LATEST")).expect("read"),
             "4"
         );
+    }
+
+    /// A link needs a directory entry, which a full disk may not have:
+    /// the publish fails with the disk's error, and nothing is renamed
+    /// onto the name (it used to be, after a check that another commit
+    /// could pass at the same time), whether the file was written aside
+    /// first or renamed by paimon.
+    #[tokio::test]
+    async fn a_publish_on_a_full_disk_fails_with_the_disks_error() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let table = dir.path().join("t");
+        for sub in ["schema", "snapshot", "tag"] {
+            std::fs::create_dir_all(table.join(sub)).expect("dir");
+        }
+        let io = file_io().expect("file io");
+        io.new_output(&path(&table, "snapshot/snapshot-3.tmp"))
+            .expect("output")
+            .write(bytes::Bytes::from("{\"id\":3}"))
+            .await
+            .expect("write");
+        // Room for every byte: only the new name fails.
+        let full = super::super::disk_full::DiskFull::new(dir.path(), 1 << 20);
+        let renamed = io
+            .rename(
+                &path(&table, "snapshot/snapshot-3.tmp"),
+                &path(&table, "snapshot/snapshot-3"),
+            )
+            .await;
+        let error = renamed.expect_err("a rename onto a new name on a full disk");
+        assert!(error.to_string().contains("No space left"), "{error}");
+        assert_eq!(names(&table.join("snapshot")), ["snapshot-3.tmp"]);
+        for name in ["schema/schema-0", "tag/tag-a"] {
+            let written = io
+                .new_output(&path(&table, name))
+                .expect("output")
+                .write(bytes::Bytes::from("{\"id\":0}"))
+                .await;
+            let error = written.expect_err(name);
+            assert!(
+                error.to_string().contains("No space left"),
+                "{name}: {error}"
+            );
+        }
+        assert!(names(&table.join("schema")).is_empty());
+        assert!(names(&table.join("tag")).is_empty());
+        drop(full);
+        io.rename(
+            &path(&table, "snapshot/snapshot-3.tmp"),
+            &path(&table, "snapshot/snapshot-3"),
+        )
+        .await
+        .expect("published with room again");
+        assert_eq!(names(&table.join("snapshot")), ["snapshot-3"]);
+    }
+
+    /// Without hard links, a file is moved onto a name only if the name is
+    /// free, in one step: of two moves onto one name at once, one wins and
+    /// the other fails, its file left where it was.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn without_hard_links_a_publish_never_replaces() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let (a, b, target) = (
+            dir.path().join("a.tmp"),
+            dir.path().join("b.tmp"),
+            dir.path().join("snapshot-1"),
+        );
+        std::fs::write(&a, "a").expect("write");
+        let moved = move_no_replace(&a, &target).await.expect("moved");
+        if cfg!(any(target_os = "linux", target_os = "macos")) {
+            assert_eq!(moved, Moved::Moved);
+        }
+        if moved == Moved::Unsupported {
+            return;
+        }
+        std::fs::write(&b, "b").expect("write");
+        let error = move_no_replace(&b, &target).await.expect_err("taken");
+        assert_eq!(error.kind(), ErrorKind::ConditionNotMatch, "{error}");
+        assert_eq!(std::fs::read_to_string(&target).expect("read"), "a");
+        assert!(b.exists());
+        for round in 0..100 {
+            std::fs::remove_file(&target).expect("remove");
+            std::fs::write(&a, "a").expect("write");
+            std::fs::write(&b, "b").expect("write");
+            let racers = [(a.clone(), "a"), (b.clone(), "b")].map(|(from, body)| {
+                let target = target.clone();
+                tokio::spawn(async move { (move_no_replace(&from, &target).await.is_ok(), body) })
+            });
+            let mut won = Vec::new();
+            for racer in racers {
+                let (moved, body) = racer.await.expect("join");
+                if moved {
+                    won.push(body);
+                }
+            }
+            assert_eq!(won.len(), 1, "round {round}: {won:?} moved");
+            assert_eq!(
+                std::fs::read_to_string(&target).expect("read"),
+                won[0],
+                "round {round}"
+            );
+        }
     }
 
     #[tokio::test]

@@ -223,23 +223,39 @@ fn lock_once(path: &Path, make_dir: bool) -> std::io::Result<Option<std::fs::Fil
 /// `<warehouse>/_lakestream/schema-lock/<database>/` (see
 /// [`crate::store::local::schema_lease`]). A process that dies holding it
 /// holds it until it expires (30 s), and DDL elsewhere waits that long.
+///
+/// On a server that ignores conditional writes the lease could be taken by
+/// every process at once: `statement` (`CREATE TABLE db.t`, ...) is refused,
+/// named, as a commit there is ([`super::commit::refused_without_conditions`]).
 #[cfg(feature = "s3")]
 pub(super) async fn with_schema_lease<T>(
     warehouse: &str,
     s3: &super::S3Options,
-    database: &str,
+    (statement, database): (&str, &str),
     work: impl Future<Output = paimon::Result<T>>,
 ) -> paimon::Result<T> {
     let key = format!("{}#schema-lock/{database}", warehouse.trim_end_matches('/'));
     let take = async {
         crate::store::local::schema_lease(warehouse, s3, database)
             .await
-            .map_err(|e| paimon::Error::UnexpectedError {
-                message: format!(
-                    "cannot take the schema lease of database '{database}' in '{warehouse}': \
-                     {e}; nothing was changed"
-                ),
-                source: None,
+            .map_err(|e| {
+                // The lease's only refusal: no create-if-absent.
+                let message = if e.kind() == crate::error::ErrorKind::NotSupported {
+                    super::commit::refused_without_conditions(
+                        statement,
+                        "two processes could change the database's tables at once and one \
+                         undo the other",
+                    )
+                } else {
+                    format!(
+                        "cannot take the schema lease of database '{database}' in \
+                         '{warehouse}': {e}"
+                    )
+                };
+                paimon::Error::UnexpectedError {
+                    message: format!("{message}; nothing was changed"),
+                    source: None,
+                }
             })
     };
     holding(key, take, work).await

@@ -92,6 +92,8 @@ use crate::LakeStreamContext;
 
 /// A full disk under a local warehouse's directory, for fault tests.
 pub use crate::object_storage::disk_full::DiskFull;
+/// A commit held just before its file gets its name, for race tests.
+pub use crate::object_storage::pause::PublishPause;
 pub use database::{text_rows, AfterStatements, Database, STATEMENT_TIMEOUT};
 pub use sqllogictest;
 

@@ -271,3 +271,71 @@ async fn a_create_drops_its_paimon_table_only_when_the_store_refuses() {
         );
     }
 }
+
+/// On a REST catalog the server makes and keeps a table's tags: `CALL
+/// sys.create_tag` asks it, as the catalog API's `create_tag` does (one
+/// path), and answers the snapshot the server tagged. (The call used to
+/// write the tag file itself, which the server never heard of.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tags_of_a_rest_catalog_are_made_by_its_server() {
+    use crate::support::{sorted_rows, try_run};
+
+    let warehouse = TestWarehouse::new(CatalogKind::Rest).await;
+    let ctx = warehouse.context_with(&[]).await;
+    run(&ctx, "CREATE TABLE t (id INT)").await;
+    run(&ctx, "INSERT INTO t VALUES (1)").await;
+    run(&ctx, "INSERT INTO t VALUES (2)").await;
+    assert_eq!(
+        sorted_rows(
+            &ctx,
+            "CALL sys.create_tag(table => 'default.t', tag => 'latest')"
+        )
+        .await,
+        ["default.t|latest|2"]
+    );
+    assert_eq!(
+        sorted_rows(
+            &ctx,
+            "CALL sys.create_tag(table => 'default.t', tag => 'first', snapshot_id => 1)"
+        )
+        .await,
+        ["default.t|first|1"]
+    );
+    let again = try_run(
+        &ctx,
+        "CALL sys.create_tag(table => 'default.t', tag => 'first')",
+    )
+    .await
+    .expect_err("the name is taken");
+    assert!(again.contains("already exist"), "{again}");
+    let missing = try_run(
+        &ctx,
+        "CALL sys.create_tag(table => 'default.t', tag => 'gone', snapshot_id => 9)",
+    )
+    .await
+    .expect_err("no snapshot 9");
+    assert!(missing.contains('9'), "{missing}");
+    // Through the catalog API too.
+    let t = Identifier::new("default", "t");
+    let catalog = decorated(&warehouse).await;
+    catalog.create_tag(&t, "api", Some(1), false).await.unwrap();
+    catalog.create_tag(&t, "api", Some(2), true).await.unwrap();
+    // The server has them all, over the snapshots asked for.
+    let server: Arc<dyn Catalog> =
+        paimon::CatalogFactory::create(paimon::Options::from_map(warehouse.catalog_options()))
+            .await
+            .unwrap();
+    for (tag, snapshot) in [("latest", 2), ("first", 1), ("api", 1)] {
+        let made = server
+            .get_tag(&t, tag)
+            .await
+            .unwrap_or_else(|e| panic!("{tag}: {e}"));
+        assert_eq!(made.snapshot.id(), snapshot, "{tag}");
+    }
+    assert!(server.get_tag(&t, "gone").await.is_err());
+    // Readers of the table see them.
+    assert_eq!(
+        sorted_rows(&ctx, "SELECT tag_name, snapshot_id FROM t$tags").await,
+        ["api|1", "first|1", "latest|2"]
+    );
+}

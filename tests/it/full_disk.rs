@@ -31,8 +31,10 @@ async fn ddl_on_a_full_disk_fails_and_the_table_works_afterwards() {
     run(&ctx, "CREATE TABLE t (id BIGINT)").await;
     run(&ctx, "INSERT INTO t VALUES (1), (2)").await;
     // No room at all (the 0-byte files of the report), then some: a file
-    // cut short.
-    for room in [0, 64] {
+    // cut short; then room for every file but none for a new name in its
+    // directory: the publish fails (it used to rename the file into place
+    // instead, and the statement succeeded).
+    for room in [0, 64, 1 << 20] {
         let full = DiskFull::new(&warehouse, room);
         for sql in DDL {
             let Err(error) = try_run(&ctx, sql).await else {

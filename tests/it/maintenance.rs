@@ -497,9 +497,14 @@ async fn context_on(dir: &TempDir) -> LakeStreamContext {
 /// on a lake-stream table waits for a running tiering of it (the store's
 /// commit lock), so a tiering commit never races it: the board never shows
 /// both at once.
+///
+/// No timing decides it: the tiering is held just before its first commit
+/// lands (a `PublishPause`) while the compaction is asked for, and every
+/// update of the board is heard, in order, through a subscription.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn maintenance_reports_progress_and_waits_for_a_running_tiering() {
-    use paimon_lakestream::progress::running_work;
+    use paimon_lakestream::progress::{running_work, subscribe, WorkStatus};
+    use paimon_lakestream::testing::PublishPause;
     use std::sync::Arc;
 
     let dir = TempDir::new().expect("temp dir");
@@ -524,39 +529,44 @@ async fn maintenance_reports_progress_and_waits_for_a_running_tiering() {
     for i in 0..40 {
         run(&ctx, &format!("INSERT INTO pr VALUES ({i}, 'v{i}')")).await;
     }
-    let on_board = |activity: &str| {
-        running_work()
-            .into_iter()
-            .filter(|w| w.table == "default.pr" && w.activity == activity)
-            .collect::<Vec<_>>()
+    let of_pr = |work: &[WorkStatus]| -> Vec<WorkStatus> {
+        work.iter()
+            .filter(|w| w.table == "default.pr")
+            .cloned()
+            .collect()
     };
     let call = |sql: &'static str| {
         let ctx = Arc::clone(&ctx);
         tokio::spawn(async move { ctx.sql(sql).await?.collect().await })
     };
+    let updates = subscribe();
+    let pause = PublishPause::new(&dir.path().join("warehouse/default.db/pr"));
     let tiering = call("CALL sys.lakestream_tier('default.pr')");
-    while on_board("tiering").is_empty() {
-        assert!(
-            !tiering.is_finished(),
-            "the tiering never showed on the board"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(1)).await;
-    }
+    let held = pause.reached().await;
+    assert!(
+        held.ends_with("snapshot/snapshot-1"),
+        "the tiering's first commit is held, not {held:?}"
+    );
+    // The tiering is on the board, holding the store's commit lock, while
+    // the compaction is asked for: it must wait.
+    let board = of_pr(&running_work());
+    assert!(
+        board.iter().any(|w| w.activity == "tiering"),
+        "the tiering is not on the board: {board:?}"
+    );
     let compaction = call("CALL sys.compact('default.pr')");
-    let mut compacting = Vec::new();
-    while !(tiering.is_finished() && compaction.is_finished()) {
-        let tiers = !on_board("tiering").is_empty();
-        let maintains: Vec<_> = running_work()
-            .into_iter()
-            .filter(|w| w.table == "default.pr" && w.activity != "tiering")
-            .collect();
+    // Time for a compaction that did not wait to show (a wrong one would
+    // compact the files of the commits so far).
+    for _ in 0..50 {
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        let board = of_pr(&running_work());
         assert!(
-            !tiers || maintains.is_empty(),
-            "maintenance ran while a tiering of the table did: {maintains:?}"
+            board.iter().all(|w| w.activity == "tiering"),
+            "maintenance ran while a tiering of the table did: {board:?}"
         );
-        compacting.extend(maintains);
-        tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+        assert!(!compaction.is_finished(), "the compaction did not wait");
     }
+    pause.release();
     tiering.await.expect("join").expect("tiering");
     let report = compaction.await.expect("join").expect("compaction");
     // It waited for the whole tiering: it compacted all 40 files.
@@ -565,37 +575,59 @@ async fn maintenance_reports_progress_and_waits_for_a_running_tiering() {
         .and_then(|b| b.column_by_name("files_before"))
         .map(|c| array_value_to_string(c, 0).expect("a value"));
     assert_eq!(files_before.as_deref(), Some("40"), "{report:?}");
-    let files: Vec<_> = compacting
+    // Every update, in the order made: the tiering's all come before the
+    // compaction's first (its last, 40 of 40 rows, came before it let go
+    // of the lock).
+    let heard = of_pr(&updates.take());
+    let tierings: Vec<_> = heard.iter().filter(|w| w.activity == "tiering").collect();
+    assert_eq!(
+        tierings.last().map(|w| (w.done, w.total)),
+        Some((40, 40)),
+        "{tierings:?}"
+    );
+    let first_maintenance = heard.iter().position(|w| w.activity != "tiering");
+    let last_tiering = heard.iter().rposition(|w| w.activity == "tiering");
+    assert!(
+        matches!((first_maintenance, last_tiering), (Some(m), Some(t)) if m > t),
+        "maintenance ran while a tiering of the table did: {heard:?}"
+    );
+    // The compaction starts knowing nothing, counts the 40 files, and ends
+    // with all of them done.
+    let files: Vec<_> = heard
         .iter()
         .filter(|w| w.activity == "compacting")
+        .map(|w| (w.unit, w.done, w.total))
         .collect();
+    assert_eq!(files.first(), Some(&("files", 0, 0)), "{heard:?}");
+    assert_eq!(files.last(), Some(&("files", 40, 40)), "{heard:?}");
     assert!(
-        !files.is_empty(),
-        "the compaction never showed: {compacting:?}"
-    );
-    assert!(
-        files
+        files[1..]
             .iter()
-            .all(|w| w.unit == "files" && w.total == 40 && w.done <= w.total),
+            .all(|&(unit, done, total)| unit == "files" && total == 40 && done <= total),
         "{files:?}"
     );
     assert_eq!(rows(&ctx, "SELECT count(*) FROM pr$files").await, ["1"]);
 
     // Expiry shows too, counted in the files it deletes: every snapshot but
     // the newest, and the 40 small files only they name.
-    let expiry =
-        call("CALL sys.expire_snapshots(table => 'default.pr', retain_min => 1, retain_max => 1, max_deletes => 100)");
-    let mut expiring = Vec::new();
-    while !expiry.is_finished() {
-        expiring.extend(on_board("expiring snapshots"));
-        tokio::time::sleep(std::time::Duration::from_millis(1)).await;
-    }
-    expiry.await.expect("join").expect("expiry");
-    assert!(!expiring.is_empty(), "the expiry never showed on the board");
+    call("CALL sys.expire_snapshots(table => 'default.pr', retain_min => 1, retain_max => 1, max_deletes => 100)")
+        .await
+        .expect("join")
+        .expect("expiry");
+    let expiring: Vec<_> = of_pr(&updates.take())
+        .into_iter()
+        .filter(|w| w.activity == "expiring snapshots")
+        .collect();
+    let first = expiring.first().map(|w| (w.unit, w.done, w.total));
+    assert_eq!(first, Some(("files", 0, 0)), "{expiring:?}");
     assert!(
-        expiring
+        expiring[1..]
             .iter()
             .all(|w| w.unit == "files" && w.total > 40 && w.done <= w.total),
+        "{expiring:?}"
+    );
+    assert!(
+        expiring.last().is_some_and(|w| w.done == w.total),
         "{expiring:?}"
     );
     assert!(running_work().iter().all(|w| w.table != "default.pr"));

@@ -12,7 +12,9 @@
 //! synchronous DataFusion callbacks and blocks on a thread of its own runtime, which would
 //! deadlock a server that shared a current-thread test runtime.
 //!
-//! Routes it does not implement (views, functions, partitions, tags, tokens, ...) answer
+//! It makes and serves tags too (create and get): it keeps them, and writes `tag/tag-<name>`.
+//!
+//! Routes it does not implement (views, functions, partitions, tokens, ...) answer
 //! `501 Not Implemented`, which the client maps to `Error::Unsupported` and treats as "this
 //! catalog has none".
 
@@ -32,7 +34,7 @@ use axum::response::{IntoResponse, Response};
 use axum::{Json, Router};
 use paimon::api::{
     AlterDatabaseRequest, AlterTableRequest, CreateDatabaseRequest, CreateTableRequest,
-    ErrorResponse, RenameTableRequest,
+    CreateTagRequest, ErrorResponse, RenameTableRequest,
 };
 use paimon::spec::{PartitionStatistics, Schema, SchemaChange, Snapshot, TableSchema};
 use serde::de::DeserializeOwned;
@@ -185,6 +187,9 @@ struct Table {
     path: PathBuf,
     schema: TableSchema,
     latest_snapshot: Option<Snapshot>,
+    /// The table's tags by name, with the snapshot each copies (also
+    /// written to `tag/tag-<name>`, for readers of the files).
+    tags: BTreeMap<String, Snapshot>,
     statistics: TableStatistics,
     created_at: i64,
     updated_at: i64,
@@ -305,6 +310,12 @@ async fn route(
         }
         (&Method::POST, ["v1", "databases", db, "tables", table, "commit"]) => {
             commit(catalog, db, table, parse(body)?).await
+        }
+        (&Method::POST, ["v1", "databases", db, "tables", table, "tags"]) => {
+            create_tag(catalog, db, table, parse(body)?).await
+        }
+        (&Method::GET, ["v1", "databases", db, "tables", table, "tags", tag]) => {
+            get_tag(catalog, db, table, tag)
         }
         (&Method::POST, ["v1", "tables", "rename"]) => rename_table(catalog, parse(body)?).await,
         _ => Err(ApiError::new(
@@ -466,6 +477,7 @@ async fn create_table(catalog: &mut Catalog, db: &str, request: CreateTableReque
             path,
             schema,
             latest_snapshot: None,
+            tags: BTreeMap::new(),
             statistics: TableStatistics::default(),
             created_at: now,
             updated_at: now,
@@ -703,6 +715,72 @@ async fn commit(catalog: &mut Catalog, db: &str, name: &str, request: CommitRequ
     table.latest_snapshot = Some(snapshot);
     table.updated_at = now_millis();
     Ok(json!({ "success": true }))
+}
+
+/// Tags the table's latest snapshot, or the one the request names.
+async fn create_tag(
+    catalog: &mut Catalog,
+    db: &str,
+    name: &str,
+    request: CreateTagRequest,
+) -> Reply {
+    let table = catalog.table_mut(db, name)?;
+    let tag = request.tag_name;
+    validate_name("tag", &tag)?;
+    if table.tags.contains_key(&tag) {
+        return Err(ApiError::conflict(
+            "TAG",
+            &tag,
+            format!("tag '{tag}' of table {db}.{name} already exists"),
+        ));
+    }
+    let snapshot = match request.snapshot_id {
+        Some(id) => {
+            let file = table.path.join("snapshot").join(format!("snapshot-{id}"));
+            match tokio::fs::read(&file).await {
+                Ok(content) => serde_json::from_slice::<Snapshot>(&content).map_err(|error| {
+                    ApiError::internal(format!("cannot read snapshot {id}: {error}"))
+                })?,
+                Err(error) if error.kind() == io::ErrorKind::NotFound => {
+                    return Err(ApiError::not_found(
+                        "SNAPSHOT",
+                        &id.to_string(),
+                        format!("table {db}.{name} has no snapshot {id}"),
+                    ))
+                }
+                Err(error) => return Err(ApiError::io(error)),
+            }
+        }
+        None => table.latest_snapshot.clone().ok_or_else(|| {
+            ApiError::not_found(
+                "SNAPSHOT",
+                name,
+                format!("table {db}.{name} has no snapshot yet"),
+            )
+        })?,
+    };
+    let dir = table.path.join("tag");
+    tokio::fs::create_dir_all(&dir)
+        .await
+        .map_err(ApiError::io)?;
+    let content = serde_json::to_vec(&snapshot)
+        .map_err(|error| ApiError::internal(format!("cannot serialize snapshot: {error}")))?;
+    write_atomically(&dir.join(format!("tag-{tag}")), &content).await?;
+    table.tags.insert(tag, snapshot);
+    Ok(json!({}))
+}
+
+fn get_tag(catalog: &Catalog, db: &str, name: &str, tag: &str) -> Reply {
+    let table = catalog.table(db, name)?;
+    let snapshot = table.tags.get(tag).ok_or_else(|| {
+        ApiError::not_found("TAG", tag, format!("table {db}.{name} has no tag '{tag}'"))
+    })?;
+    Ok(json!({
+        "tagName": tag,
+        "snapshot": snapshot,
+        "tagCreateTime": null,
+        "tagTimeRetained": null,
+    }))
 }
 
 // ============================================================================

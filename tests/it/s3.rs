@@ -432,6 +432,59 @@ async fn a_store_that_ignores_conditional_writes_is_refused() {
     assert!(left.contains("not found"), "{left}");
 }
 
+/// A warehouse on a server that ignores conditional writes: every write
+/// that must create its file only if absent is refused before it is made,
+/// and the refusal names what was refused (the statement and the table, the
+/// tag, or the commit) rather than speaking of commits for all of them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_warehouse_that_ignores_conditional_writes_refuses_what_it_cannot_make_safely() {
+    let s3 = TestS3::start();
+    let options = s3.catalog_options("ignoring", &[]);
+    // The table is made on the server itself; then reached through a
+    // front that makes it ignore the condition.
+    let honest = context(options.clone()).await;
+    run(&honest, "CREATE TABLE t (id INT)").await;
+    run(&honest, "INSERT INTO t VALUES (1)").await;
+    let mut ignoring = options.clone();
+    ignoring.insert(
+        "s3.endpoint".to_string(),
+        crate::s3_server::ignoring_conditions(&options["s3.endpoint"]).await,
+    );
+    let ctx = context(ignoring).await;
+    assert_eq!(sorted_rows(&ctx, "SELECT id FROM t").await, ["1"]);
+    for (sql, names) in [
+        (
+            "CREATE TABLE u (id INT)",
+            "CREATE TABLE default.u is refused",
+        ),
+        (
+            "ALTER TABLE t SET TBLPROPERTIES ('k' = 'v')",
+            "ALTER TABLE default.t is refused",
+        ),
+        (
+            "CALL sys.create_tag(table => 'default.t', tag => 'nightly')",
+            "creating the tag 'nightly' of default.t is refused",
+        ),
+        (
+            "INSERT INTO t VALUES (2)",
+            "a commit to default.t is refused",
+        ),
+    ] {
+        let error = try_run(&ctx, sql).await.expect_err(sql);
+        assert!(error.contains(names), "{sql}: {error}");
+        assert!(
+            error.contains("ignores conditional writes"),
+            "{sql}: {error}"
+        );
+    }
+    // Nothing was made.
+    assert!(try_run(&honest, "SELECT * FROM u").await.is_err());
+    assert_eq!(sorted_rows(&honest, "SELECT id FROM t").await, ["1"]);
+    assert!(sorted_rows(&honest, "SELECT tag_name FROM t$tags")
+        .await
+        .is_empty());
+}
+
 /// Keys never print: not in `SHOW CATALOGS`, `EXPLAIN`, a catalog's
 /// `Debug`, nor in the errors of a catalog whose secret key is wrong.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -148,3 +148,82 @@ impl Drop for TestS3 {
         let _ = server(&self.dir.path().join("server.state"), "stop");
     }
 }
+
+/// A front for a test server that tells clients a refused conditional
+/// `PUT` (`412 Precondition Failed` to `If-None-Match: *`) succeeded: to
+/// them, a server that ignores the condition (as some S3-compatible servers
+/// do). Requests pass unchanged (they are signed), one per connection.
+/// Answers its endpoint; it serves until the runtime ends.
+pub async fn ignoring_conditions(endpoint: &str) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::{TcpListener, TcpStream};
+
+    let upstream = endpoint
+        .trim_start_matches("http://")
+        .trim_end_matches('/')
+        .to_string();
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let address = listener.local_addr().expect("address");
+    /// Reads until the end of an HTTP head (`\r\n\r\n`): the head and what
+    /// came after it.
+    async fn head(stream: &mut TcpStream) -> Option<(String, Vec<u8>)> {
+        let mut read = Vec::new();
+        let mut buffer = [0u8; 8192];
+        loop {
+            let n = stream.read(&mut buffer).await.ok()?;
+            if n == 0 {
+                return None;
+            }
+            read.extend_from_slice(&buffer[..n]);
+            if let Some(end) = read.windows(4).position(|w| w == b"\r\n\r\n") {
+                let rest = read.split_off(end + 4);
+                return Some((String::from_utf8_lossy(&read).into_owned(), rest));
+            }
+        }
+    }
+    async fn serve(mut client: TcpStream, upstream: String) -> Option<()> {
+        let (request, body) = head(&mut client).await?;
+        let put = request.starts_with("PUT ");
+        // One request per connection: the server closes after answering.
+        let request = request.replacen("\r\n", "\r\nConnection: close\r\n", 1);
+        let mut server = TcpStream::connect(&upstream).await.ok()?;
+        server.write_all(request.as_bytes()).await.ok()?;
+        server.write_all(&body).await.ok()?;
+        let (mut client_read, mut client_write) = client.into_split();
+        let (mut server_read, mut server_write) = server.into_split();
+        let forward = tokio::spawn(async move {
+            let _ = tokio::io::copy(&mut client_read, &mut server_write).await;
+        });
+        let mut answer = Vec::new();
+        server_read.read_to_end(&mut answer).await.ok()?;
+        forward.abort();
+        let refused = b"HTTP/1.1 412";
+        if put && answer.starts_with(refused) {
+            // The head says 200, and no body follows it.
+            let end = answer.windows(4).position(|w| w == b"\r\n\r\n")? + 4;
+            let head = String::from_utf8_lossy(&answer[..end]);
+            let mut lines = head.split("\r\n").skip(1).filter(|line| {
+                let name = line.split(':').next().unwrap_or("").to_ascii_lowercase();
+                !line.is_empty()
+                    && !["content-length", "content-type", "transfer-encoding"]
+                        .contains(&name.as_str())
+            });
+            let mut faked = String::from("HTTP/1.1 200 OK\r\n");
+            for line in lines.by_ref() {
+                faked.push_str(line);
+                faked.push_str("\r\n");
+            }
+            // As a put that replaced the object answers.
+            faked.push_str("ETag: \"replaced\"\r\nContent-Length: 0\r\n\r\n");
+            answer = faked.into_bytes();
+        }
+        client_write.write_all(&answer).await.ok()?;
+        client_write.shutdown().await.ok()
+    }
+    tokio::spawn(async move {
+        while let Ok((client, _)) = listener.accept().await {
+            tokio::spawn(serve(client, upstream.clone()));
+        }
+    });
+    format!("http://{address}")
+}
