@@ -92,6 +92,7 @@ use crate::LakeStreamContext;
 
 /// A full disk under a local warehouse's directory, for fault tests.
 pub use crate::object_storage::disk_full::DiskFull;
+pub use crate::pause::Pause;
 pub use database::{text_rows, AfterStatements, Database, STATEMENT_TIMEOUT};
 pub use sqllogictest;
 
