@@ -107,6 +107,20 @@ pub enum Error {
         reason: String,
     },
 
+    /// An `ALTER TABLE` that turns the mode on or off found, when the
+    /// catalog was about to write the table's schema, a newer schema than
+    /// the one its checks and its store-side work were decided on: another
+    /// statement changed the table in between.
+    #[error(
+        "ALTER TABLE '{table}': the table's schema changed while this ALTER ran (another \
+         statement changed the table first), and what it checked no longer holds; nothing was \
+         changed, run it again"
+    )]
+    SchemaChangedDuringAlter {
+        /// The table's full name.
+        table: String,
+    },
+
     /// `t$rt` of a table that does not exist.
     #[error("table '{name}' not found: table '{table}' does not exist")]
     RealtimeOfMissingTable {
@@ -279,6 +293,23 @@ pub enum Error {
         store: String,
         /// Why the attach failed.
         source: Box<Error>,
+    },
+
+    /// `CREATE TABLE` created a table that holds snapshots from before the
+    /// statement: a `DROP` of an earlier table of the name, cut short, left
+    /// them where the catalog does not remove them.
+    #[error(
+        "'{table}' was created, but it holds snapshots from before this CREATE (the first is \
+         snapshot {snapshot}): a DROP TABLE of an earlier '{table}' cut short may have left \
+         them, and their rows show as the new table's. Nothing was dropped; look at \
+         '{table}$snapshots', and if they are the dropped table's, DROP TABLE '{table}' and \
+         create it again"
+    )]
+    CreatedOverSnapshots {
+        /// The table's full name.
+        table: String,
+        /// The earliest snapshot's id.
+        snapshot: i64,
     },
 
     /// The store has no table for a lake-stream table.
@@ -726,6 +757,8 @@ impl Error {
             | Error::WriteNotSupported { .. }
             | Error::TieringElsewhere { .. } => ErrorKind::NotSupported,
             Error::OptionChangeRefused { .. }
+            | Error::SchemaChangedDuringAlter { .. }
+            | Error::CreatedOverSnapshots { .. }
             | Error::TierNotLakeStream { .. }
             | Error::StoreTableMissing { .. }
             | Error::StoreTableStale { .. }

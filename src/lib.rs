@@ -18,6 +18,8 @@ pub mod name;
 pub mod notice;
 pub mod object_storage;
 pub mod options;
+#[cfg(any(test, feature = "testing"))]
+pub(crate) mod pause;
 pub(crate) mod planner;
 pub mod progress;
 mod runtime;

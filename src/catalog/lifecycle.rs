@@ -60,8 +60,17 @@ impl LakeStreamCatalog {
             Err(paimon::Error::TableNotExist { .. }) => {}
             Err(e) => return Err(e.into()),
         }
-        self.create_fresh(identifier, creation, ignore_if_exists)
-            .await?;
+        match self.create_fresh(identifier, creation).await {
+            Ok(()) => {}
+            // Another statement created it since: with IF NOT EXISTS, that
+            // table is finished as any existing one. It is never dropped
+            // here: its writes may have been acknowledged.
+            Err(Error::Paimon(paimon::Error::TableAlreadyExist { .. })) if ignore_if_exists => {
+                let existing = self.get_table_settled(identifier).await?;
+                return self.finish_existing(&existing, store).await;
+            }
+            Err(e) => return Err(e),
+        }
         // A crash here leaves a lake-stream table its store has no table
         // for; the next `CREATE TABLE IF NOT EXISTS` attaches it.
         crate::store::local::failpoint("create-before-attach");
@@ -146,42 +155,53 @@ impl LakeStreamCatalog {
             .await
     }
 
-    /// Creates the Paimon table with nothing in it. A drop cut short (a
-    /// killed process) can leave a dropped table's snapshots where the
-    /// filesystem catalog puts the new table: they would bring the dropped
-    /// table's rows back, so the leftovers are dropped and the table made
-    /// again.
+    /// Creates the Paimon table, which must not exist
+    /// ([`paimon::Error::TableAlreadyExist`] if it does: another statement
+    /// created it). A drop cut short (a killed process) can leave a dropped
+    /// table's snapshots where the catalog puts the new table, which would
+    /// bring the dropped table's rows back: a file-system catalog removes
+    /// them before it creates the table (`object_storage::ddl`). A table
+    /// found created over snapshots older than this statement all the same
+    /// is reported, never dropped: once created, the table is others' too
+    /// (a `CREATE TABLE IF NOT EXISTS` elsewhere attaches it and writes).
     pub(super) async fn create_fresh(
         &self,
         identifier: &Identifier,
         creation: Schema,
-        ignore_if_exists: bool,
     ) -> Result<()> {
-        for _ in 0..2 {
-            self.inner
-                .create_table(identifier, creation.clone(), ignore_if_exists)
-                .await?;
-            let table = self.get_table_settled(identifier).await?;
-            if table
-                .snapshot_manager()
-                .get_latest_snapshot_id()
-                .await?
-                .is_none()
-            {
-                return Ok(());
-            }
-            self.inner.drop_table(identifier, true).await?;
+        let started = now_millis();
+        #[cfg(any(test, feature = "testing"))]
+        crate::pause::point("create-before-create", identifier).await;
+        self.inner.create_table(identifier, creation, false).await?;
+        #[cfg(any(test, feature = "testing"))]
+        crate::pause::point("create-before-check", identifier).await;
+        let table = self.get_table_settled(identifier).await?;
+        let snapshots = table.snapshot_manager();
+        let Some(earliest) = snapshots.earliest_snapshot_id().await? else {
+            return Ok(());
+        };
+        let Ok(earliest) = snapshots.get_snapshot(earliest).await else {
+            // Expired meanwhile: a table written and maintained since.
+            return Ok(());
+        };
+        if earliest.time_millis() >= started {
+            // Written to the table this statement created, by another
+            // process that found it and attached it.
+            return Ok(());
         }
-        Err(Error::Internal(format!(
-            "'{}' was created over snapshots of a dropped table that could not be removed",
-            identifier.full_name()
-        )))
+        Err(Error::CreatedOverSnapshots {
+            table: identifier.full_name(),
+            snapshot: earliest.id(),
+        })
     }
 
     /// Turning the mode on for an existing table: the store-side table is
     /// attached first, so a store that refuses leaves the option unset. The
     /// table is checked with the options it has after `changes`. Answers the
-    /// store binding to record with the table (`None`: no such table).
+    /// store binding to record with the table and the table's schema once
+    /// attached, checked again (a store's attach may change it, as Fluss's
+    /// adds its columns; another process's ALTER may have come in
+    /// meanwhile); `None`: no such table.
     ///
     /// A table whose mode is on stays with the store it is bound to; one
     /// whose mode is off moves to this catalog's store.
@@ -189,7 +209,7 @@ impl LakeStreamCatalog {
         &self,
         identifier: &Identifier,
         changes: &[SchemaChange],
-    ) -> Result<Option<String>> {
+    ) -> Result<Option<(String, TableSchema)>> {
         check_name_can_enable(identifier)?;
         let table = match self.inner.get_table(identifier).await {
             Ok(table) => table,
@@ -225,6 +245,15 @@ impl LakeStreamCatalog {
                 s.attach_table(&table).await
             })
             .await?;
+        let attached = self.inner.get_table(identifier).await?.schema().clone();
+        check_type_can_enable(
+            identifier,
+            &options_after(attached.options(), changes),
+            attached.fields(),
+            attached.primary_keys(),
+            attached.partition_keys(),
+            &self.store,
+        )?;
         if let Some(recorded) = moved {
             self.notice(format!(
                 "lake-stream mode of '{}' is on, served by store '{binding}' from now on; it \
@@ -233,7 +262,7 @@ impl LakeStreamCatalog {
                 identifier.full_name()
             ));
         }
-        Ok(Some(binding))
+        Ok(Some((binding, attached)))
     }
 }
 
@@ -767,6 +796,13 @@ impl LakeStreamCatalog {
             .call(what, |s| async move { s.pending_rows(&table).await })
             .await
     }
+}
+
+/// Milliseconds since the epoch, as Paimon's snapshots record their time.
+fn now_millis() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
 /// The notice of turning the mode of `name` off when `store`, whose own

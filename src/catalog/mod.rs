@@ -15,7 +15,8 @@ use futures::future::BoxFuture;
 use paimon::api::{GetTagResponse, PagedList};
 use paimon::catalog::{Catalog, Database, Function, Identifier, LoadedTable, View, ViewSchema};
 use paimon::spec::{
-    CoreOptions, DataField, Partition, PartitionStatistics, Schema, SchemaChange, TableType,
+    CoreOptions, DataField, Partition, PartitionStatistics, Schema, SchemaChange, TableSchema,
+    TableType,
 };
 use paimon::table::Table;
 
@@ -32,6 +33,8 @@ pub use lifecycle::WhenOff;
 pub struct LakeStreamCatalog {
     name: String,
     inner: Arc<dyn Catalog>,
+    /// `inner` as `object_storage` guards it, for its checked `ALTER`.
+    guarded: crate::object_storage::GuardedCatalog,
     store_options: CatalogStoreOptions,
     store: StoreBinding,
     /// Things a statement did that its caller should hear about.
@@ -69,7 +72,8 @@ impl LakeStreamCatalog {
         catalog_options: HashMap<String, String>,
     ) -> Self {
         // S3 tables commit through conditional writes (object_storage::commit).
-        let inner = crate::object_storage::guard_catalog(inner, &catalog_options);
+        let guarded = crate::object_storage::guard_catalog(inner, &catalog_options);
+        let inner = Arc::clone(&guarded.catalog);
         let filesystem = catalog_options
             .get("metastore")
             .is_none_or(|m| m.eq_ignore_ascii_case("filesystem"));
@@ -82,6 +86,7 @@ impl LakeStreamCatalog {
         Self {
             name: name.to_string(),
             inner,
+            guarded,
             store_options,
             store: StoreBinding::new(store, format!("catalog '{name}'")),
             notices: std::sync::Mutex::new(Vec::new()),
@@ -95,11 +100,16 @@ impl LakeStreamCatalog {
     /// (see [`crate::store::Capabilities::hidden_columns`]): those of the
     /// store its binding records, whichever store this catalog names (a
     /// catalog without Fluss must not add a column to a table Fluss
-    /// serves), and of this catalog's store when `enabling`.
-    fn hidden_columns_of(&self, table: Option<&Table>, enabling: bool) -> &'static [&'static str] {
+    /// serves), and of this catalog's store when `enabling`. `table`: the
+    /// schema of a table whose mode is on.
+    fn hidden_columns_of(
+        &self,
+        table: Option<&TableSchema>,
+        enabling: bool,
+    ) -> &'static [&'static str] {
         let ours = self.store.capabilities().hidden_columns;
         let recorded = table
-            .and_then(|t| t.schema().options().get(options::STORE_BINDING))
+            .and_then(|schema| schema.options().get(options::STORE_BINDING))
             .map(|binding| split_binding(binding).0);
         let bound = match recorded {
             Some(identifier) => self
@@ -151,6 +161,33 @@ impl LakeStreamCatalog {
     /// The catalog's lake-stream options.
     pub fn store_options(&self) -> &CatalogStoreOptions {
         &self.store_options
+    }
+
+    /// The guards of an `ALTER TABLE` of `changes` on a table whose schema
+    /// is `schema` (they decide on the schema alone, so they run again on a
+    /// newer one): on a table that is lake-stream before or after the
+    /// statement, the column guard; while the mode is on, merge settings
+    /// stay ones the union read reproduces, and do not change at all.
+    fn check_alter(
+        &self,
+        identifier: &Identifier,
+        schema: &TableSchema,
+        changes: &[SchemaChange],
+        enabled_after: Option<bool>,
+    ) -> Result<()> {
+        let lakestream = options::is_enabled(schema.options());
+        if enabled_after == Some(true) || lakestream {
+            let hidden =
+                self.hidden_columns_of(lakestream.then_some(schema), enabled_after == Some(true));
+            check_schema_changes(identifier, changes, hidden)?;
+        }
+        if lakestream {
+            if enabled_after.is_none() {
+                check_option_changes(identifier, schema, changes, &self.store)?;
+            }
+            check_merge_option_changes(identifier, schema, changes)?;
+        }
+        Ok(())
     }
 
     /// Whether the table exists and is a lake-stream table. A missing table is `None`.
@@ -277,7 +314,8 @@ fn check_schema_changes(
 /// A lake-stream table's options after `changes`: its merge settings must
 /// stay ones the union read reproduces.
 fn check_option_changes(
-    table: &Table,
+    identifier: &Identifier,
+    schema: &TableSchema,
     changes: &[SchemaChange],
     store: &StoreBinding,
 ) -> Result<()> {
@@ -289,10 +327,9 @@ fn check_option_changes(
     }) {
         return Ok(());
     }
-    let schema = table.schema();
     check_merge_settings(
         "change the options of lake-stream table",
-        table.identifier(),
+        identifier,
         &options_after(schema.options(), changes),
         schema.fields(),
         schema.primary_keys(),
@@ -305,8 +342,12 @@ fn check_option_changes(
 /// merging, sequencing or bucketing (see [`crate::merge::change_refusal`]),
 /// naming the first such option of `changes`. Setting an option to the value
 /// it has, or removing one that is not set, changes nothing and passes.
-fn check_merge_option_changes(table: &Table, changes: &[SchemaChange]) -> Result<()> {
-    let before = table.schema().options();
+fn check_merge_option_changes(
+    identifier: &Identifier,
+    schema: &TableSchema,
+    changes: &[SchemaChange],
+) -> Result<()> {
+    let before = schema.options();
     let after = options_after(before, changes);
     for change in changes {
         let key = match change {
@@ -324,7 +365,7 @@ fn check_merge_option_changes(table: &Table, changes: &[SchemaChange]) -> Result
             None => format!("'{key}' (removing it)"),
         };
         return Err(Error::OptionChangeRefused {
-            table: table.identifier().full_name(),
+            table: identifier.full_name(),
             option,
             reason: reason.to_string(),
         });
@@ -439,6 +480,12 @@ fn check_merge_settings(
     }
 }
 
+/// Whether two schemas of a table are the same file: a schema file is named
+/// by its id, and its time tells a table created again under the name.
+fn same_schema(a: &TableSchema, b: &TableSchema) -> bool {
+    a.id() == b.id() && a.time_millis() == b.time_millis()
+}
+
 /// The value `lakestream.enabled` ends with after `changes`, if they touch it.
 fn enabled_after(changes: &[SchemaChange]) -> Option<bool> {
     changes.iter().fold(None, |state, change| match change {
@@ -515,7 +562,7 @@ fn check_paimon_writes(identifier: &Identifier, creation: &Schema) -> Result<()>
         file_io,
         identifier.clone(),
         format!("memory:/lakestream-create-check/{}", identifier.full_name()),
-        paimon::spec::TableSchema::new(0, creation),
+        TableSchema::new(0, creation),
         None,
     );
     match table.new_write_builder().new_write() {
@@ -679,60 +726,87 @@ impl Catalog for LakeStreamCatalog {
         }
         let mut changes = changes;
         let enabled_after = enabled_after(&changes);
-        // Lake-stream before or after the statement: the column guard applies.
-        let lakestream_before = self.lakestream_table(identifier).await?;
-        if enabled_after == Some(true) || lakestream_before.is_some() {
-            let hidden =
-                self.hidden_columns_of(lakestream_before.as_ref(), enabled_after == Some(true));
-            check_schema_changes(identifier, &changes, hidden)?;
+        // The schema the guards check, and the one the changes must be
+        // applied to: the wrapped catalog checks again against the schema
+        // it is about to extend (another process's ALTER may have come in
+        // between), with `schema_check` below.
+        let before = match self.inner.get_table(identifier).await {
+            Ok(table) => Some(table),
+            Err(paimon::Error::TableNotExist { .. }) => None,
+            Err(e) => return Err(e),
+        };
+        let mut checked = before.as_ref().map(|table| table.schema().clone());
+        if let Some(schema) = &checked {
+            self.check_alter(identifier, schema, &changes, enabled_after)?;
+        } else if enabled_after == Some(true) {
+            // No table: the wrapped catalog reports it, or ignores it.
+            check_schema_changes(identifier, &changes, self.hidden_columns_of(None, true))?;
         }
-        // While the mode is on, merge settings stay ones the union read
-        // reproduces, and do not change at all.
-        if let Some(table) = &lakestream_before {
-            if enabled_after.is_none() {
-                check_option_changes(table, &changes, &self.store)?;
-            }
-            check_merge_option_changes(table, &changes)?;
-        }
-        match enabled_after {
+        let user_changes = changes.clone();
+        // Boxed: their futures are big for a caller's stack.
+        let disabled = match enabled_after {
             Some(true) => {
-                // Boxed, as below: their futures are big for a caller's stack.
-                let binding = Box::pin(self.enable(identifier, &changes)).await?;
-                if let Some(binding) = binding {
+                if let Some((binding, attached)) =
+                    Box::pin(self.enable(identifier, &changes)).await?
+                {
                     changes.push(SchemaChange::SetOption {
                         key: options::STORE_BINDING.to_string(),
                         value: binding,
                     });
+                    // The store's attach may have changed the schema (Fluss's
+                    // adds its columns); `enable` checked what it left.
+                    checked = Some(attached);
                 }
+                None
             }
-            Some(false) => {
-                let disabled = Box::pin(self.disable(identifier)).await?;
-                let altered = self
-                    .inner
-                    .alter_table(identifier, changes, ignore_if_not_exists)
-                    .await;
-                if altered.is_ok() {
-                    Box::pin(self.after_disable(identifier, disabled)).await;
-                    return altered;
-                }
-                if let lifecycle::Disabled::TieringStopped(table) = disabled {
-                    // The mode stays on: the store's service tiers the table
-                    // again. Best effort; the error is the one to report.
-                    if let Ok(store) = self.store.require("turning the mode off", identifier) {
-                        let _ = store
-                            .call("attach the table again", |s| async move {
-                                s.attach_table(table.as_ref()).await
-                            })
-                            .await;
-                    }
-                }
-                return altered;
+            Some(false) => Some(Box::pin(self.disable(identifier)).await?),
+            None => None,
+        };
+        // The guards are pure, so they run again on a newer schema than
+        // `checked`; what turning the mode on or off did (attached the
+        // store's table, tiered, stopped its tiering) was decided on
+        // `checked`, so a newer schema refuses that statement.
+        let schema_check = |current: &TableSchema| -> paimon::Result<()> {
+            if checked
+                .as_ref()
+                .is_some_and(|schema| same_schema(schema, current))
+            {
+                return Ok(());
             }
-            None => {}
+            if enabled_after.is_some() {
+                return Err(Error::SchemaChangedDuringAlter {
+                    table: identifier.full_name(),
+                }
+                .into());
+            }
+            self.check_alter(identifier, current, &user_changes, None)
+                .map_err(paimon::Error::from)
+        };
+        #[cfg(any(test, feature = "testing"))]
+        crate::pause::point("alter-before-write", identifier).await;
+        let altered = self
+            .guarded
+            .alter_table_checked(identifier, changes, ignore_if_not_exists, &schema_check)
+            .await;
+        let Some(disabled) = disabled else {
+            return altered;
+        };
+        if altered.is_ok() {
+            Box::pin(self.after_disable(identifier, disabled)).await;
+            return altered;
         }
-        self.inner
-            .alter_table(identifier, changes, ignore_if_not_exists)
-            .await
+        if let lifecycle::Disabled::TieringStopped(table) = disabled {
+            // The mode stays on: the store's service tiers the table again.
+            // Best effort; the error is the one to report.
+            if let Ok(store) = self.store.require("turning the mode off", identifier) {
+                let _ = store
+                    .call("attach the table again", |s| async move {
+                        s.attach_table(table.as_ref()).await
+                    })
+                    .await;
+            }
+        }
+        altered
     }
 
     async fn create_tag(

@@ -47,11 +47,11 @@ impl Warehouse {
 
 /// `inner` with safe commits when its warehouse is on S3 or on local disk
 /// (a REST catalog's tables commit through the catalog, and are returned as
-/// they are); otherwise `inner` itself.
+/// they are); otherwise `None`: `inner` itself serves.
 pub(super) fn guard(
     inner: Arc<dyn Catalog>,
     catalog_options: &HashMap<String, String>,
-) -> Arc<dyn Catalog> {
+) -> Option<Arc<SafeCommits>> {
     // A catalog built by the caller may come with lake-stream options only:
     // a file-system catalog names its warehouse itself.
     let warehouse = match catalog_options.get("warehouse") {
@@ -61,7 +61,7 @@ pub(super) fn guard(
             .and_then(|any| any.downcast_ref::<paimon::FileSystemCatalog>())
         {
             Some(catalog) => catalog.warehouse().to_string(),
-            None => return inner,
+            None => return None,
         },
     };
     let warehouse = warehouse.as_str();
@@ -70,9 +70,9 @@ pub(super) fn guard(
         #[cfg(feature = "s3")]
         Some(Warehouse::S3) => super::commit::file_io(&s3, None),
         Some(Warehouse::Local) => super::local::file_io(),
-        _ => return inner,
+        _ => return None,
     };
-    Arc::new(SafeCommits {
+    Some(Arc::new(SafeCommits {
         inner,
         location: warehouse.to_string(),
         warehouse: Warehouse::of(warehouse).unwrap_or(Warehouse::Local),
@@ -80,10 +80,10 @@ pub(super) fn guard(
         // the tables would fail to open rather than commit unsafely.
         file_io: file_io.map_err(|e| e.to_string()),
         s3,
-    })
+    }))
 }
 
-struct SafeCommits {
+pub(super) struct SafeCommits {
     inner: Arc<dyn Catalog>,
     /// The warehouse's location, as the catalog has it.
     location: String,
@@ -140,6 +140,50 @@ impl SafeCommits {
                 message: message.clone(),
             }),
         }
+    }
+
+    /// `ALTER TABLE` under the database's schema lock, with `check` run on
+    /// the schema the changes are applied to, each time they are (see
+    /// [`super::GuardedCatalog::alter_table_checked`]). A catalog other
+    /// than a file-system one applies them itself, after `check` on the
+    /// schema it answers under the lock (which only this crate's processes
+    /// take).
+    pub(super) async fn alter_table_checked(
+        &self,
+        identifier: &Identifier,
+        changes: Vec<SchemaChange>,
+        ignore_if_not_exists: bool,
+        check: &super::SchemaCheck<'_>,
+    ) -> paimon::Result<()> {
+        let alter = async {
+            match self.filesystem()? {
+                Some((catalog, file_io)) => {
+                    super::ddl::alter_table(
+                        catalog,
+                        file_io,
+                        identifier,
+                        changes,
+                        ignore_if_not_exists,
+                        check,
+                    )
+                    .await
+                }
+                None => {
+                    match self.inner.get_table(identifier).await {
+                        Ok(table) => check(table.schema())?,
+                        // The catalog reports a missing table its own way.
+                        Err(paimon::Error::TableNotExist { .. }) => {}
+                        Err(e) => return Err(e),
+                    }
+                    self.inner
+                        .alter_table(identifier, changes, ignore_if_not_exists)
+                        .await
+                }
+            }
+        };
+        let statement = format!("ALTER TABLE {}", identifier.full_name());
+        self.with_schema_lock((&statement, identifier.database()), alter)
+            .await
     }
 
     /// `table` on the catalog's file IO, when it lives where the warehouse
@@ -290,27 +334,7 @@ impl Catalog for SafeCommits {
         changes: Vec<SchemaChange>,
         ignore_if_not_exists: bool,
     ) -> paimon::Result<()> {
-        let alter = async {
-            match self.filesystem()? {
-                Some((catalog, file_io)) => {
-                    super::ddl::alter_table(
-                        catalog,
-                        file_io,
-                        identifier,
-                        changes,
-                        ignore_if_not_exists,
-                    )
-                    .await
-                }
-                None => {
-                    self.inner
-                        .alter_table(identifier, changes, ignore_if_not_exists)
-                        .await
-                }
-            }
-        };
-        let statement = format!("ALTER TABLE {}", identifier.full_name());
-        self.with_schema_lock((&statement, identifier.database()), alter)
+        self.alter_table_checked(identifier, changes, ignore_if_not_exists, &|_| Ok(()))
             .await
     }
 

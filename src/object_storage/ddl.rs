@@ -61,6 +61,7 @@ pub(super) async fn create_table(
         });
     }
     let table_path = format!("{database}/{}", identifier.object());
+    remove_dropped_leftovers(file_io, &table_path).await?;
     let new_directory = !file_io.exists_dir(&table_path).await?;
     file_io.mkdirs(&table_path).await?;
     match publish_schema(file_io, &table_path, &TableSchema::new(0, &creation)).await {
@@ -85,14 +86,35 @@ pub(super) async fn create_table(
     }
 }
 
+/// A `DROP TABLE` cut short (its process killed while the table's directory
+/// was deleted) can leave the dropped table's snapshots under the name with
+/// its schema files gone: no table, as the catalog sees it, but a table
+/// created there would show the dropped table's rows. A table directory
+/// with snapshots and no schema file is such leftovers (a table has its
+/// schema before its first snapshot, and no `CREATE` runs beside this one:
+/// it holds the schema lock), so it is removed before the new table's
+/// schema is published. Other leftovers (data files, manifests no snapshot
+/// names) show nothing, and stay.
+async fn remove_dropped_leftovers(file_io: &FileIO, table_path: &str) -> Result<()> {
+    if file_io
+        .exists_dir(&format!("{table_path}/snapshot/"))
+        .await?
+    {
+        file_io.delete_dir(&format!("{table_path}/")).await?;
+    }
+    Ok(())
+}
+
 /// `ALTER TABLE`: the next schema file of an existing table, created only if
-/// its name is free.
+/// its name is free. `check` passes the schema the changes are applied to,
+/// each time they are: a change never lands on a schema it did not pass.
 pub(super) async fn alter_table(
     catalog: &FileSystemCatalog,
     file_io: &FileIO,
     identifier: &Identifier,
     changes: Vec<SchemaChange>,
     ignore_if_not_exists: bool,
+    check: &super::SchemaCheck<'_>,
 ) -> Result<()> {
     for attempt in 0..SCHEMA_ATTEMPTS {
         if attempt > 0 {
@@ -104,13 +126,15 @@ pub(super) async fn alter_table(
             Err(e) => return Err(e),
         };
         reject_immutable_option_changes(current.options(), &changes)?;
+        check(&current)?;
         let next = current
             .apply_changes(changes.clone())
             .map_err(|e| fill_table_name(e, identifier))?;
         match publish_schema(file_io, &table_path, &next).await? {
             Published::Written => return Ok(()),
             // Another process's ALTER took the name first: apply the changes
-            // again to its schema, as Paimon's schema manager does.
+            // again to its schema (checked again), as Paimon's schema
+            // manager does.
             Published::Taken => continue,
         }
     }

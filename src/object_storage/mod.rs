@@ -32,7 +32,8 @@ use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
 
-use paimon::catalog::Catalog;
+use paimon::catalog::{Catalog, Identifier};
+use paimon::spec::{SchemaChange, TableSchema};
 use paimon::table::Table;
 
 #[cfg(feature = "s3")]
@@ -517,13 +518,66 @@ impl S3Options {
     }
 }
 
-/// `catalog` with safe commits on S3 ([`commit`]) when its warehouse is
-/// there; otherwise `catalog` itself.
+/// `catalog` with safe commits on S3 ([`commit`]) or local disk
+/// ([`local`]) when its warehouse is there; otherwise `catalog` itself.
 pub(crate) fn guard_catalog(
     catalog: Arc<dyn Catalog>,
     catalog_options: &HashMap<String, String>,
-) -> Arc<dyn Catalog> {
-    catalog::guard(catalog, catalog_options)
+) -> GuardedCatalog {
+    match catalog::guard(Arc::clone(&catalog), catalog_options) {
+        Some(safe) => GuardedCatalog {
+            catalog: Arc::clone(&safe) as Arc<dyn Catalog>,
+            safe: Some(safe),
+        },
+        None => GuardedCatalog {
+            catalog,
+            safe: None,
+        },
+    }
+}
+
+/// A check that an `ALTER TABLE`'s changes may be applied to a schema: the
+/// schema the catalog is about to extend (see
+/// [`GuardedCatalog::alter_table_checked`]).
+pub(crate) type SchemaCheck<'a> = dyn Fn(&TableSchema) -> paimon::Result<()> + Send + Sync + 'a;
+
+/// A catalog as [`guard_catalog`] made it, with an `ALTER TABLE` that checks
+/// its changes against the schema they are applied to.
+pub(crate) struct GuardedCatalog {
+    /// The catalog: every statement goes through it.
+    pub(crate) catalog: Arc<dyn Catalog>,
+    /// The same catalog when it commits safely, for its checked ALTER.
+    safe: Option<Arc<catalog::SafeCommits>>,
+}
+
+impl GuardedCatalog {
+    /// `ALTER TABLE`, with `check` run on the schema the changes are
+    /// applied to, each time they are (under the database's schema lock; a
+    /// file-system catalog applies them again to a newer schema another
+    /// process published first): a change is never applied to a schema
+    /// `check` did not pass. A catalog this crate does not make the DDL of
+    /// (a REST catalog's server, a warehouse neither on S3 nor on local
+    /// disk) applies the changes as it does, without `check`: its caller
+    /// checked the schema it read before.
+    pub(crate) async fn alter_table_checked(
+        &self,
+        identifier: &Identifier,
+        changes: Vec<SchemaChange>,
+        ignore_if_not_exists: bool,
+        check: &SchemaCheck<'_>,
+    ) -> paimon::Result<()> {
+        match &self.safe {
+            Some(safe) => {
+                safe.alter_table_checked(identifier, changes, ignore_if_not_exists, check)
+                    .await
+            }
+            None => {
+                self.catalog
+                    .alter_table(identifier, changes, ignore_if_not_exists)
+                    .await
+            }
+        }
+    }
 }
 
 /// `table` for a commit that may create snapshot `next` and no other, when

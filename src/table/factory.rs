@@ -105,7 +105,7 @@ impl TableProviderFactory for PaimonTableFactory {
         let catalog = CatalogFactory::create(Options::from_map(paimon_options))
             .await
             .map_err(Error::from)?;
-        let catalog = crate::object_storage::guard_catalog(catalog, &catalog_options);
+        let catalog = crate::object_storage::guard_catalog(catalog, &catalog_options).catalog;
         let table = catalog.get_table(&identifier).await.map_err(|e| match e {
             paimon::Error::TableNotExist { .. } | paimon::Error::DatabaseNotExist { .. } => {
                 DataFusionError::Plan(format!("LOCATION '{}' holds no Paimon table", cmd.location))

@@ -94,6 +94,8 @@ use crate::LakeStreamContext;
 pub use crate::object_storage::disk_full::DiskFull;
 /// A commit held just before its file gets its name, for race tests.
 pub use crate::object_storage::pause::PublishPause;
+/// A statement held at a named point, for race tests.
+pub use crate::pause::Pause;
 pub use database::{text_rows, AfterStatements, Database, STATEMENT_TIMEOUT};
 pub use sqllogictest;
 

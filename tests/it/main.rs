@@ -4,6 +4,7 @@ mod branches;
 mod catalog_api;
 mod cli;
 mod crash;
+mod ddl_races;
 mod docs;
 mod drops;
 mod durability;
