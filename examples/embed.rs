@@ -31,7 +31,9 @@ async fn main() -> Result<()> {
     let options = HashMap::from([
         ("warehouse".to_string(), warehouse.display().to_string()),
         ("lakestream.store".to_string(), "local".to_string()),
-        // This example tiers by hand; by default the writing process tiers every 30s.
+        // This example tiers by hand. By default the writing process checks
+        // every 5s and tiers a table once 128 MB of its rows wait or the
+        // oldest has waited 3 min (`local.tier-target-size`, `local.tier-max-delay`).
         ("local.tier-interval".to_string(), "off".to_string()),
     ]);
     let catalog = lakestream.register_catalog(&ctx, "lake", options).await?;

@@ -21,8 +21,10 @@ INSERT INTO orders VALUES (2, 'pear', 7);
 DELETE FROM orders WHERE id = 3;
 SELECT * FROM orders$rt ORDER BY id;
 
--- 6. Tiering moves the store's rows into Paimon (in the background every
---    30 s by default; here, now).
+-- 6. Tiering moves the store's rows into Paimon. In the background, the
+--    writing process checks every 5 s (`local.tier-interval`) and tiers a
+--    table once 128 MB of its rows wait (`local.tier-target-size`) or the
+--    oldest has waited 3 min (`local.tier-max-delay`); here, now.
 CALL sys.lakestream_tier('orders');
 
 -- 7. Paimon has them now, as an ordinary snapshot any Paimon reader sees.

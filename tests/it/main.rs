@@ -36,6 +36,7 @@ mod maintenance_review;
 mod memory_store;
 mod merge_engines;
 mod multipart;
+mod options_reference;
 mod procedure_bound;
 mod rest_server;
 mod rest_smoke;
