@@ -773,6 +773,20 @@ impl Catalog for LakeStreamCatalog {
             {
                 return Ok(());
             }
+            // Turning the mode off tiered the table and stopped its
+            // store's tiering; that holds over any newer schema of the same
+            // lake-stream table bound to the same store (Fluss's own
+            // service writes one when its tiering is turned off).
+            let still_bound_alike = |old: &TableSchema| {
+                options::is_enabled(current.options())
+                    && old.options().get(options::STORE_BINDING)
+                        == current.options().get(options::STORE_BINDING)
+            };
+            if enabled_after == Some(false) && checked.as_ref().is_some_and(still_bound_alike) {
+                return self
+                    .check_alter(identifier, current, &user_changes, enabled_after)
+                    .map_err(paimon::Error::from);
+            }
             if enabled_after.is_some() {
                 return Err(Error::SchemaChangedDuringAlter {
                     table: identifier.full_name(),
