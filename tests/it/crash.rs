@@ -811,6 +811,18 @@ fn claimed(dirs: &[PathBuf]) -> Vec<PathBuf> {
         .collect()
 }
 
+/// Makes every file under `dir` two days old: past the sweep's age.
+fn age_two_days(dir: &Path) {
+    let old = std::time::SystemTime::now() - Duration::from_secs(2 * 24 * 3600);
+    for file in files_where(dir, |_| true) {
+        std::fs::File::options()
+            .write(true)
+            .open(&file)
+            .and_then(|f| f.set_modified(old))
+            .unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+    }
+}
+
 /// The temporary files of puts under `dir` (`.NAME.<pid>-<n>.tmp`).
 fn temporaries(dir: &Path) -> Vec<PathBuf> {
     files_where(dir, |path| {
@@ -942,14 +954,7 @@ async fn what_killed_writers_leave_is_removed_once_a_day_old() {
     acked.insert(999);
 
     // Everything in the store two days old.
-    let old = std::time::SystemTime::now() - Duration::from_secs(2 * 24 * 3600);
-    for file in files_where(&store, |_| true) {
-        std::fs::File::options()
-            .write(true)
-            .open(&file)
-            .and_then(|f| f.set_modified(old))
-            .unwrap_or_else(|e| panic!("{}: {e}", file.display()));
-    }
+    age_two_days(&store);
     let fresh = context(&setup).await;
     run(&fresh, "CALL sys.lakestream_tier('t')").await;
     assert_eq!(uncommitted_parts(&store), kept);
@@ -1042,14 +1047,7 @@ async fn a_writer_paused_past_the_sweep(new_setup: fn() -> Setup) {
         );
         // Everything in the store two days old: the paused write's parts
         // look like a killed writer's.
-        let old = std::time::SystemTime::now() - Duration::from_secs(2 * 24 * 3600);
-        for file in files_where(&store, |_| true) {
-            std::fs::File::options()
-                .write(true)
-                .open(&file)
-                .and_then(|f| f.set_modified(old))
-                .unwrap_or_else(|e| panic!("{}: {e}", file.display()));
-        }
+        age_two_days(&store);
         run(&context(&setup).await, "CALL sys.lakestream_tier('t')").await;
         assert_eq!(
             uncommitted_parts(&store).is_empty(),

@@ -7,51 +7,19 @@
 //! nothing in memory. A pause point (`paimon_lakestream::testing::Pause`)
 //! holds the first statement where the race opens, while the other runs.
 
-use std::path::{Path, PathBuf};
-
 use paimon_lakestream::testing::Pause;
 use paimon_lakestream::LakeStreamContext;
 
-use crate::support::{paimon_table, run, sorted_ids, try_run, CatalogKind, TestWarehouse};
+use crate::durability::Setup;
+use crate::support::{paimon_table, run, sorted_ids, try_run};
 
-struct Setup {
-    warehouse: TestWarehouse,
-    store: PathBuf,
-    /// The same directory as `store`, under another name.
-    alias: PathBuf,
-}
-
-impl Setup {
-    async fn new() -> Self {
-        let warehouse = TestWarehouse::new(CatalogKind::Filesystem).await;
-        let store = warehouse.path().join("store");
-        std::fs::create_dir_all(&store).expect("store directory");
-        let alias = warehouse.path().join("store-alias");
-        std::os::unix::fs::symlink(&store, &alias).expect("symlink");
-        Self {
-            warehouse,
-            store,
-            alias,
-        }
-    }
-
-    /// A context as a separate process would have it, storing under `path`.
-    async fn process(&self, path: &Path) -> LakeStreamContext {
-        self.warehouse
-            .context_with(&[
-                ("lakestream.store", "local"),
-                ("local.tier-interval", "off"),
-                ("local.path", path.to_str().expect("utf-8 path")),
-            ])
-            .await
-    }
-
-    async fn two_processes(&self) -> (LakeStreamContext, LakeStreamContext) {
-        (
-            self.process(&self.store).await,
-            self.process(&self.alias).await,
-        )
-    }
+/// Two contexts on one warehouse and one store directory (reached under
+/// two names), as two processes have them.
+async fn two_processes() -> (Setup, LakeStreamContext, LakeStreamContext) {
+    let setup = Setup::new().await;
+    let a = setup.process(&setup.store, &[]).await;
+    let b = setup.process(&setup.alias, &[]).await;
+    (setup, a, b)
 }
 
 /// Runs `paused` in `a` until it reaches `point` on `default.<table>`, then
@@ -83,8 +51,7 @@ async fn race(
 /// schema the change is applied to, so it is refused.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_column_change_is_refused_when_the_mode_went_on_meanwhile() {
-    let setup = Setup::new().await;
-    let (a, b) = setup.two_processes().await;
+    let (_setup, a, b) = two_processes().await;
     run(&a, "CREATE TABLE c (id INT, v INT)").await;
     run(&a, "INSERT INTO c VALUES (1, 10)").await;
     let outcome = race(
@@ -110,8 +77,7 @@ async fn a_column_change_is_refused_when_the_mode_went_on_meanwhile() {
 /// refused for the merge engine.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn turning_the_mode_on_is_refused_when_the_schema_changed_meanwhile() {
-    let setup = Setup::new().await;
-    let (a, b) = setup.two_processes().await;
+    let (_setup, a, b) = two_processes().await;
     run(
         &a,
         "CREATE TABLE kv (k INT NOT NULL, v STRING, PRIMARY KEY (k))",
@@ -152,8 +118,7 @@ async fn turning_the_mode_on_is_refused_when_the_schema_changed_meanwhile() {
 /// the table taken: it finishes it, and drops nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn create_if_not_exists_keeps_a_table_another_process_created_and_wrote() {
-    let setup = Setup::new().await;
-    let (a, b) = setup.two_processes().await;
+    let (_setup, a, b) = two_processes().await;
     let create = "CREATE TABLE IF NOT EXISTS t (id INT) WITH ('lakestream.enabled' = 'true')";
     let outcome = race(
         &a,
@@ -186,8 +151,7 @@ async fn create_if_not_exists_keeps_a_table_another_process_created_and_wrote() 
 /// the first then finds is that process's, and stays.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_created_table_written_by_another_process_before_the_check_is_kept() {
-    let setup = Setup::new().await;
-    let (a, b) = setup.two_processes().await;
+    let (_setup, a, b) = two_processes().await;
     let create = "CREATE TABLE IF NOT EXISTS t (id INT) WITH ('lakestream.enabled' = 'true')";
     let outcome = race(
         &a,

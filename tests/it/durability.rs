@@ -15,15 +15,17 @@ use crate::support::{
     run, segments, set_aside_says, sorted_ids, try_ids, try_run, CatalogKind, TestWarehouse,
 };
 
-struct Setup {
-    warehouse: TestWarehouse,
-    store: PathBuf,
+/// A file-system warehouse with a store directory reached under two names,
+/// so that two contexts are two processes to each other.
+pub(crate) struct Setup {
+    pub(crate) warehouse: TestWarehouse,
+    pub(crate) store: PathBuf,
     /// The same directory as `store`, under another name.
-    alias: PathBuf,
+    pub(crate) alias: PathBuf,
 }
 
 impl Setup {
-    async fn new() -> Self {
+    pub(crate) async fn new() -> Self {
         let warehouse = TestWarehouse::new(CatalogKind::Filesystem).await;
         let store = warehouse.path().join("store");
         std::fs::create_dir_all(&store).expect("store directory");
@@ -37,7 +39,7 @@ impl Setup {
     }
 
     /// A context as a separate process would have it, storing under `path`.
-    async fn process(&self, path: &Path, extra: &[(&str, &str)]) -> LakeStreamContext {
+    pub(crate) async fn process(&self, path: &Path, extra: &[(&str, &str)]) -> LakeStreamContext {
         let mut options = vec![
             ("lakestream.store", "local"),
             ("local.tier-interval", "off"),

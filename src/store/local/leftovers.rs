@@ -332,6 +332,16 @@ mod tests {
         Bytes::from(segment::encode_parts(&list, id).expect("encode"))
     }
 
+    /// The part list of write `id` with everything after its magic
+    /// zeroed: its write id is gone with the damage.
+    fn without_id(id: u128) -> Bytes {
+        let mut damaged = part_list(id).to_vec();
+        for byte in &mut damaged[8..] {
+            *byte = 0;
+        }
+        Bytes::from(damaged)
+    }
+
     struct Incarnation {
         root: std::sync::Arc<Root>,
         table: Path,
@@ -438,11 +448,7 @@ mod tests {
         let t = Incarnation::new("memory://leftovers-undecoded");
         t.put_part(3).await;
         // An entry of write 4 whose id is gone with the damage.
-        let mut damaged = part_list(4).to_vec();
-        for byte in &mut damaged[8..] {
-            *byte = 0;
-        }
-        t.put_entry("log", 1, Bytes::from(damaged)).await;
+        t.put_entry("log", 1, without_id(4)).await;
         let swept = t.sweep(SystemTime::now() + HOUR).await;
         assert_eq!(swept.files, 0);
         assert_eq!(swept.undecoded, 1);
@@ -460,11 +466,7 @@ mod tests {
         t.put_part(4).await;
         let claimed = claim(&t.root, &t.dir, &name(4), Fate::Commit).await;
         assert!(matches!(claimed, Ok(None)));
-        let mut damaged = part_list(4).to_vec();
-        for byte in &mut damaged[8..] {
-            *byte = 0;
-        }
-        t.put_entry("damaged", 1, Bytes::from(damaged)).await;
+        t.put_entry("damaged", 1, without_id(4)).await;
         let swept = t.sweep(SystemTime::now() + HOUR).await;
         assert_eq!(swept.undecoded, 0, "{swept:?}");
         assert_eq!(
