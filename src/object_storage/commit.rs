@@ -321,17 +321,6 @@ mod tests {
         ) -> Result<oio::Writer> {
             inner.write(ctx, path, args.with_if_not_exists(false))
         }
-
-        async fn rename(
-            &self,
-            inner: &Servicer,
-            ctx: &OperationContext,
-            from: &str,
-            to: &str,
-            args: OpRename,
-        ) -> Result<RpRename> {
-            inner.rename(ctx, from, to, args).await
-        }
     }
 
     fn memory() -> Operator {

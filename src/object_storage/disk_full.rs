@@ -92,17 +92,6 @@ impl Rules for FullDisks {
             None => writer,
         })
     }
-
-    async fn rename(
-        &self,
-        inner: &Servicer,
-        ctx: &OperationContext,
-        from: &str,
-        to: &str,
-        args: OpRename,
-    ) -> Result<RpRename> {
-        inner.rename(ctx, from, to, args).await
-    }
 }
 
 /// A write that stores `room` bytes, then fails.

@@ -53,7 +53,8 @@ pub(super) trait Rules: std::fmt::Debug + Send + Sync + Unpin + 'static {
         inner.write(ctx, path, args)
     }
 
-    /// Renames `from` to `to` on `inner` (never over a snapshot).
+    /// Renames `from` to `to` on `inner` (never over a snapshot); the
+    /// rules may make it their own.
     fn rename(
         &self,
         inner: &Servicer,
@@ -61,7 +62,9 @@ pub(super) trait Rules: std::fmt::Debug + Send + Sync + Unpin + 'static {
         from: &str,
         to: &str,
         args: OpRename,
-    ) -> impl Future<Output = Result<RpRename>> + Send;
+    ) -> impl Future<Output = Result<RpRename>> + Send {
+        async move { inner.rename(ctx, from, to, args).await }
+    }
 }
 
 /// The layer of [`Rules`] `R`.
