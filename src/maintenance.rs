@@ -470,7 +470,7 @@ pub(crate) async fn publish(
     let snapshots = table.snapshot_manager().with_branch(table.branch());
     let local = match table.rest_env() {
         Some(_) => None,
-        None => local_file(&snapshots.snapshot_path(snapshot.id())),
+        None => crate::object_storage::local_path(&snapshots.snapshot_path(snapshot.id())),
     };
     crate::store::local::failpoint(before);
     // Once publication starts its outcome may be unknown: on an error the
@@ -503,15 +503,6 @@ pub(crate) async fn publish(
     };
     crate::store::local::failpoint(after);
     Ok((snapshot.id(), published))
-}
-
-/// The file on local disk that `path` names, if it names one.
-fn local_file(path: &str) -> Option<std::path::PathBuf> {
-    let rest = path
-        .strip_prefix("file://")
-        .or_else(|| path.strip_prefix("file:"))
-        .unwrap_or(path);
-    (rest.starts_with('/') && !rest.contains("://")).then(|| std::path::PathBuf::from(rest))
 }
 
 /// Creates `file` holding `bytes` unless it exists, atomically: written

@@ -52,10 +52,35 @@ pub(crate) fn is_s3(location: &str) -> bool {
 }
 
 /// Whether `location` is on the local file system as paimon's file IO over
-/// a file-system operator resolves it: an absolute path, or a `file:/` URL
-/// (paimon spells the scheme in lower case only).
+/// a file-system operator resolves it: an absolute path, or a `file:` URL of
+/// one ([`local_path`]).
 pub(crate) fn is_local(location: &str) -> bool {
-    location.starts_with("file:/") || (location.starts_with('/') && !location.contains("://"))
+    local_path(location).is_some()
+}
+
+/// The directory or file on local disk that `location` names: `/w`,
+/// `file:/w` and `file:///w` all name `/w`. `None` for a relative path, a
+/// location with another scheme, or a `file:` URL with a host. paimon
+/// spells the scheme in lower case only, and so does this. The one reading
+/// of a local location: every check of "is this on local disk, and where"
+/// goes through it.
+pub(crate) fn local_path(location: &str) -> Option<std::path::PathBuf> {
+    without_file_scheme(location)
+        .filter(|path| path.starts_with('/'))
+        .map(std::path::PathBuf::from)
+}
+
+/// `location` without a `file:` scheme (`file:///w` and `file:/w` are `/w`,
+/// `file:w` is `w`, a path is itself); `None` when it has another scheme
+/// or a host.
+pub(crate) fn without_file_scheme(location: &str) -> Option<&str> {
+    if let Some(rest) = location.strip_prefix("file://") {
+        return rest.starts_with('/').then_some(rest);
+    }
+    if let Some(rest) = location.strip_prefix("file:") {
+        return (!rest.contains("://")).then_some(rest);
+    }
+    (!location.contains("://")).then_some(location)
 }
 
 /// Refuses a location given as option `key` whose URL carries credentials
@@ -434,9 +459,45 @@ impl S3Options {
             .unwrap_or_else(|| "us-east-1".to_string())
     }
 
+    /// How requests reach `bucket`, read once for both clients: the
+    /// endpoint (none: AWS's own) and whether the bucket goes in the host
+    /// name (virtual-hosted style, the default) or in the path. An endpoint
+    /// that cannot take the bucket in its host name (an IP address) is
+    /// refused in virtual-hosted style, naming the option that fixes it.
+    #[cfg_attr(not(feature = "s3"), allow(dead_code))]
+    fn addressing(&self, bucket: &str) -> Result<Addressing, String> {
+        let Some(endpoint) = self.endpoint_url() else {
+            return Ok(Addressing {
+                endpoint: None,
+                virtual_host: !self.path_style,
+            });
+        };
+        if !self.path_style {
+            let url =
+                Url::parse(&endpoint).map_err(|e| format!("'s3.endpoint' is not a URL: {e}"))?;
+            let host = url.host_str().unwrap_or_default().to_string();
+            let mut with_bucket = url.clone();
+            if with_bucket.set_host(Some(&format!("{bucket}.{host}"))).is_err()
+                || matches!(url.host(), Some(url::Host::Ipv4(_) | url::Host::Ipv6(_)))
+                || host.parse::<std::net::IpAddr>().is_ok()
+            {
+                return Err(format!(
+                    "'s3.endpoint' ({host}) takes no bucket in its host name \
+                     (virtual-hosted style, the default): set \
+                     's3.path-style-access' = 'true'"
+                ));
+            }
+        }
+        Ok(Addressing {
+            endpoint: Some(endpoint),
+            virtual_host: !self.path_style,
+        })
+    }
+
     /// An object_store client for `bucket` (the `local` store's root).
     #[cfg(feature = "s3")]
     pub(crate) fn object_store(&self, bucket: &str) -> Result<AmazonS3, String> {
+        let addressing = self.addressing(bucket)?;
         // With keys in the options, the environment's (a session token, an
         // endpoint) must not mix in; without, it is where credentials come from.
         let builder = if self.access_key.is_some() {
@@ -444,7 +505,10 @@ impl S3Options {
         } else {
             AmazonS3Builder::from_env()
         };
-        let mut builder = builder.with_bucket_name(bucket).with_region(self.region());
+        let mut builder = builder
+            .with_bucket_name(bucket)
+            .with_region(self.region())
+            .with_virtual_hosted_style_request(addressing.virtual_host);
         if let Some(key) = &self.access_key {
             builder = builder.with_access_key_id(key);
         }
@@ -454,36 +518,21 @@ impl S3Options {
         if let Some(token) = &self.session_token {
             builder = builder.with_token(token);
         }
-        match self.endpoint_url() {
-            Some(endpoint) => {
-                if endpoint.starts_with("http://") {
-                    builder = builder.with_allow_http(true);
-                }
-                if self.path_style {
-                    builder = builder
-                        .with_endpoint(endpoint)
-                        .with_virtual_hosted_style_request(false);
-                } else {
-                    // object_store wants the bucket in a virtual-hosted endpoint.
-                    let mut url = Url::parse(&endpoint)
-                        .map_err(|e| format!("'s3.endpoint' is not a URL: {e}"))?;
-                    let host = url.host_str().unwrap_or_default().to_string();
-                    if url.set_host(Some(&format!("{bucket}.{host}"))).is_err()
-                        || matches!(url.host(), Some(url::Host::Ipv4(_) | url::Host::Ipv6(_)))
-                        || host.parse::<std::net::IpAddr>().is_ok()
-                    {
-                        return Err(format!(
-                            "'s3.endpoint' ({host}) takes no bucket in its host name \
-                             (virtual-hosted style, the default): set \
-                             's3.path-style-access' = 'true'"
-                        ));
-                    }
-                    builder = builder
-                        .with_endpoint(url.as_str().trim_end_matches('/'))
-                        .with_virtual_hosted_style_request(true);
-                }
+        if let Some(endpoint) = addressing.endpoint {
+            if endpoint.starts_with("http://") {
+                builder = builder.with_allow_http(true);
             }
-            None => builder = builder.with_virtual_hosted_style_request(!self.path_style),
+            builder = if addressing.virtual_host {
+                // object_store wants the bucket in a virtual-hosted endpoint.
+                let mut url =
+                    Url::parse(&endpoint).map_err(|e| format!("'s3.endpoint' is not a URL: {e}"))?;
+                let host = format!("{bucket}.{}", url.host_str().unwrap_or_default());
+                url.set_host(Some(&host))
+                    .map_err(|e| format!("'s3.endpoint' takes no bucket in its host name: {e}"))?;
+                builder.with_endpoint(url.as_str().trim_end_matches('/'))
+            } else {
+                builder.with_endpoint(endpoint)
+            };
         }
         builder.build().map_err(|e| e.to_string())
     }
@@ -491,12 +540,13 @@ impl S3Options {
     /// An opendal operator for `bucket` (Paimon's file IO).
     #[cfg(feature = "s3")]
     pub(crate) fn operator(&self, bucket: &str) -> Result<opendal::Operator, String> {
+        let addressing = self.addressing(bucket)?;
         let mut builder = opendal_service_s3::S3::default()
             .bucket(bucket)
             .root("/")
             .region(&self.region());
-        if let Some(endpoint) = self.endpoint_url() {
-            builder = builder.endpoint(&endpoint);
+        if let Some(endpoint) = &addressing.endpoint {
+            builder = builder.endpoint(endpoint);
         }
         if let Some(key) = &self.access_key {
             builder = builder.access_key_id(key);
@@ -507,7 +557,7 @@ impl S3Options {
         if let Some(token) = &self.session_token {
             builder = builder.session_token(token);
         }
-        if !self.path_style {
+        if addressing.virtual_host {
             builder = builder.enable_virtual_host_style();
         }
         let operator = opendal::Operator::new(builder).map_err(|e| e.to_string())?;
@@ -516,6 +566,15 @@ impl S3Options {
         );
         Ok(operator.with_context(opendal::OperationContext::new().with_http_transport(transport)))
     }
+}
+
+/// How an S3 client addresses a bucket ([`S3Options::addressing`]).
+#[cfg_attr(not(feature = "s3"), allow(dead_code))]
+struct Addressing {
+    /// The endpoint URL without the bucket; none: AWS's own.
+    endpoint: Option<String>,
+    /// The bucket in the host name (else in the path).
+    virtual_host: bool,
 }
 
 /// `catalog` with safe commits on S3 ([`commit`]) or local disk
@@ -626,6 +685,36 @@ mod tests {
     }
 
     #[test]
+    fn local_locations_are_read_one_way() {
+        for (location, path) in [
+            ("/w", Some("/w")),
+            ("/w/t.db/", Some("/w/t.db/")),
+            ("file:/w", Some("/w")),
+            ("file:///w", Some("/w")),
+            // A host is not this machine's disk.
+            ("file://host/w", None),
+            ("file:w", None),
+            ("w", None),
+            ("s3://b/w", None),
+            ("S3A://b/w", None),
+            ("/a/s3://b", None),
+            // paimon spells the scheme in lower case only.
+            ("FILE:/w", None),
+        ] {
+            assert_eq!(
+                local_path(location),
+                path.map(std::path::PathBuf::from),
+                "{location}"
+            );
+            assert_eq!(is_local(location), path.is_some(), "{location}");
+        }
+        assert_eq!(without_file_scheme("file:w"), Some("w"));
+        assert_eq!(without_file_scheme("w"), Some("w"));
+        assert_eq!(without_file_scheme("file://host/w"), None);
+        assert_eq!(without_file_scheme("s3://b/w"), None);
+    }
+
+    #[test]
     fn credentials_in_a_location_url_are_refused_and_never_print() {
         for location in [
             "s3://AKIDKEY:TOPSECRET@bucket/w",
@@ -648,6 +737,42 @@ mod tests {
                 "{location}"
             );
         }
+    }
+
+    /// Both clients read the endpoint one way: an IP endpoint in
+    /// virtual-hosted style is refused by each, naming the fix; in path
+    /// style both take it. (The object_store client refused it before the
+    /// two shared one reading; paimon's file IO sent requests to
+    /// `bucket.127.0.0.1`.)
+    #[cfg(feature = "s3")]
+    #[test]
+    fn both_clients_address_a_bucket_the_same_way() {
+        for endpoint in ["127.0.0.1:9000", "http://[::1]:9000", "https://10.0.0.7"] {
+            let virtual_host = S3Options::from_options(&options(&[("s3.endpoint", endpoint)]));
+            for refused in [
+                virtual_host.object_store("b").err(),
+                virtual_host.operator("b").err(),
+            ] {
+                let message = refused.unwrap_or_else(|| panic!("{endpoint}: accepted"));
+                assert!(
+                    message.contains("set 's3.path-style-access' = 'true'"),
+                    "{endpoint}: {message}"
+                );
+            }
+            let path_style = S3Options::from_options(&options(&[
+                ("s3.endpoint", endpoint),
+                ("s3.path-style-access", "true"),
+                ("s3.region", "r"),
+            ]));
+            assert!(path_style.object_store("b").is_ok(), "{endpoint}");
+            assert!(path_style.operator("b").is_ok(), "{endpoint}");
+        }
+        let named = S3Options::from_options(&options(&[
+            ("s3.endpoint", "https://s3.example.com"),
+            ("s3.region", "r"),
+        ]));
+        assert!(named.object_store("b").is_ok());
+        assert!(named.operator("b").is_ok());
     }
 
     #[test]

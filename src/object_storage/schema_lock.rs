@@ -57,9 +57,10 @@ fn turn_of(key: &str) -> Arc<tokio::sync::Mutex<()>> {
     Arc::clone(turns.entry(key.to_string()).or_default())
 }
 
-/// The directory a local location names (`/w`, `file:/w`, `file:///w`).
+/// The directory a local location names (`/w`, `file:/w`, `file:///w`;
+/// [`super::local_path`]); a location that names none is taken as a path.
 fn local_path(location: &str) -> PathBuf {
-    PathBuf::from(location.strip_prefix("file:").unwrap_or(location))
+    super::local_path(location).unwrap_or_else(|| PathBuf::from(location))
 }
 
 /// The lock file of database `database`'s schema lock in the local

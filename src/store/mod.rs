@@ -473,7 +473,10 @@ pub fn store_error_of_kind(
 mod tests {
     use paimon::spec::{DataField, DataType, IntType};
 
-    use super::own_fields;
+    use datafusion::error::DataFusionError;
+
+    use super::{own_fields, store_error, store_error_of_kind};
+    use crate::error::{surface, Error, ErrorKind};
 
     fn fields(names: &[&str]) -> Vec<DataField> {
         names
@@ -501,6 +504,71 @@ mod tests {
         assert_eq!(
             names(own_fields(&fields(&["__bucket"]), &hidden)),
             [] as [&str; 0]
+        );
+    }
+
+    #[test]
+    fn a_store_error_crosses_into_datafusion_by_its_kind() {
+        for kind in ErrorKind::ALL {
+            let error = || store_error_of_kind("third", kind, "what the store said");
+            assert_eq!(error().kind(), kind);
+            let text = error().to_string();
+            assert_eq!(text, "lakestream store 'third' failed: what the store said");
+            let planned = DataFusionError::from(error());
+            match kind {
+                ErrorKind::UserInput | ErrorKind::NotSupported | ErrorKind::Conflict => {
+                    assert!(
+                        matches!(&planned, DataFusionError::Plan(m) if *m == text),
+                        "{kind:?}: {planned:?}"
+                    )
+                }
+                ErrorKind::Internal => assert!(
+                    matches!(&planned, DataFusionError::Internal(m) if *m == text),
+                    "{kind:?}: {planned:?}"
+                ),
+                _ => {
+                    assert!(
+                        matches!(&planned, DataFusionError::External(_)),
+                        "{kind:?}: {planned:?}"
+                    );
+                    assert!(!planned.to_string().contains("during planning"));
+                }
+            }
+            // Whose it is survives the trip (a plan error is text: user
+            // input), and surface gives what From gives.
+            let back = Error::DataFusion(planned).kind();
+            if kind.is_users_to_fix() {
+                assert_eq!(back, ErrorKind::UserInput, "{kind:?}");
+            } else {
+                assert_eq!(back, kind);
+            }
+            assert_eq!(
+                surface(DataFusionError::from(error())).to_string(),
+                DataFusionError::from(error()).to_string(),
+                "{kind:?}"
+            );
+            // Raised while a statement runs: never "during planning".
+            let running = error().into_run_time();
+            assert!(
+                !running.to_string().contains("during planning"),
+                "{kind:?}: {running}"
+            );
+            assert!(running.to_string().contains(&text), "{kind:?}: {running}");
+        }
+        // A store that does not say is unavailable.
+        assert_eq!(store_error("third", "down").kind(), ErrorKind::Unavailable);
+    }
+
+    #[test]
+    fn a_shared_store_error_keeps_its_kind() {
+        let damaged = store_error_of_kind("local", ErrorKind::Corrupt, "bad bytes");
+        let shared = damaged.share("local");
+        assert_eq!(shared.kind(), ErrorKind::Corrupt);
+        // The text once, not "failed: lakestream store 'local' failed: ...".
+        assert_eq!(shared.to_string(), damaged.to_string());
+        assert_eq!(
+            shared.to_string(),
+            "lakestream store 'local' failed: bad bytes"
         );
     }
 }

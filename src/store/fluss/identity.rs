@@ -65,10 +65,7 @@ impl fmt::Display for LakeCatalog {
 /// trailing slash, symbolic links resolved where the path exists.
 pub(super) fn local_path(warehouse: &str) -> String {
     let trimmed = warehouse.trim();
-    let path = trimmed
-        .strip_prefix("file://")
-        .or_else(|| trimmed.strip_prefix("file:"))
-        .unwrap_or(trimmed);
+    let path = crate::object_storage::without_file_scheme(trimmed).unwrap_or(trimmed);
     let path = if path.len() > 1 {
         path.trim_end_matches('/')
     } else {

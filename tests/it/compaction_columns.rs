@@ -1,6 +1,8 @@
-//! Adversarial review of maintenance (data-file compaction, manifest
-//! compaction, snapshot expiry): each test is a way a row could be lost,
-//! duplicated or resurrected, or a table made unreadable.
+//! Compaction (data files and manifests) and expiry keep every column,
+//! type and partition value: stale schemas across `ADD COLUMN`, null and
+//! typed partitions, every type, and maintenance racing writers, deletes
+//! and updates. Each test is a way a row could be lost, duplicated or
+//! resurrected, or a table made unreadable.
 
 use paimon_lakestream::maintenance::{compact_data_files, When};
 use paimon_lakestream::LakeStreamContext;

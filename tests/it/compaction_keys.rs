@@ -1,5 +1,7 @@
-//! Second adversarial review of maintenance: ways a row could be lost,
-//! duplicated or resurrected through compaction and expiry.
+//! Compaction and expiry keep each key's latest change: updates and
+//! deletes committed after a compaction, keys deleted and written again,
+//! first-row tables, small buckets of awkward partitions against an
+//! uncompacted twin, and handles on dropped tables.
 
 use std::sync::Arc;
 
