@@ -8,6 +8,7 @@ mod batch;
 pub mod catalog;
 #[cfg(feature = "cli")]
 pub mod cli;
+mod clock;
 mod context;
 pub mod error;
 mod exec;
@@ -23,6 +24,7 @@ pub(crate) mod pause;
 pub(crate) mod planner;
 pub mod progress;
 mod runtime;
+mod schema_stamp;
 pub mod store;
 mod table;
 mod table_cache;

@@ -35,6 +35,7 @@ use paimon::spec::{
 use paimon::table::{RenamingSnapshotCommit, SnapshotCommit, Table};
 
 use crate::error::{Error, Result};
+use crate::schema_stamp::Freshness;
 
 mod data;
 pub use data::{compact_data_files, DataCompaction};
@@ -170,18 +171,13 @@ pub async fn after_commit(
 /// Whether `table` is a handle on a table dropped since it was loaded (and
 /// perhaps created again, with other columns, keys or buckets): its schema
 /// is not the one its files have now. A compaction through it would read
-/// and write the table's files by the old schema. (A REST catalog's
-/// schemas come from its server, whose times need not be the files'.)
+/// and write the table's files by the old schema. One check of the files
+/// ([`crate::schema_stamp`]); a check that fails to read counts as stale.
 pub(crate) async fn stale(table: &Table) -> Result<bool> {
-    if table.rest_env().is_some() {
-        return Ok(false);
-    }
-    let manager =
-        paimon::table::SchemaManager::new(table.file_io().clone(), table.location().to_string());
-    Ok(match manager.schema(table.schema().id()).await {
-        Ok(on_disk) => on_disk.time_millis() != table.schema().time_millis(),
-        Err(_) => true,
-    })
+    Ok(!matches!(
+        crate::schema_stamp::freshness(table).await,
+        Ok(Freshness::Current | Freshness::Altered)
+    ))
 }
 
 /// [`stale`], as a compaction asked for (`When::Asked`) says it.
@@ -457,7 +453,7 @@ pub(crate) async fn publish(
         .commit_user(MAINTENANCE_USER.to_string())
         .commit_identifier(i64::MAX)
         .commit_kind(CommitKind::COMPACT)
-        .time_millis(now_ms())
+        .time_millis(crate::clock::now_ms())
         // As Paimon counts them: the rows of the files it names, changed by
         // `records` (a primary-key rewrite keeps only each key's winner).
         .total_record_count(latest.total_record_count().map(|n| n + records))
@@ -791,11 +787,4 @@ pub(crate) async fn delete_all(table: &Table, paths: &[String]) {
     for path in paths {
         let _ = table.file_io().delete_file(path).await;
     }
-}
-
-pub(crate) fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-        .unwrap_or(0)
 }

@@ -5,12 +5,12 @@
 //! the table's schema directory and its newest schema file, one after the
 //! other: four round trips, which on an object store are most of a small
 //! statement's time. A handle loaded before is reused instead when two
-//! reads made at once show it is still the table's: its schema file
-//! `schema-<id>` holds the very bytes it was loaded from, and no
-//! `schema-<id+1>` exists. Another process's `ALTER TABLE` writes the next
-//! schema file; its `DROP TABLE` removes the file, and a `CREATE TABLE`
-//! after it writes one with another creation time. Either fails the check,
-//! and the table is loaded again.
+//! reads made at once show it is still the table's ([`SchemaStamp`]): its
+//! schema file `schema-<id>` holds the very bytes it was loaded from, and
+//! no `schema-<id+1>` exists. Another process's `ALTER TABLE` writes the
+//! next schema file; its `DROP TABLE` removes the file, and a `CREATE
+//! TABLE` after it writes another. Either fails the check, and the table
+//! is loaded again.
 //!
 //! Tables of a REST catalog (whose server is the source of their schema),
 //! system tables and branches are never cached.
@@ -26,11 +26,10 @@
 use std::collections::HashMap;
 use std::sync::Mutex;
 
-use bytes::Bytes;
 use paimon::catalog::{Database, Identifier};
-use paimon::io::FileRead;
-use paimon::spec::TableSchema;
 use paimon::table::Table;
+
+use crate::schema_stamp::{Freshness, SchemaStamp};
 
 /// Checked table handles of one catalog.
 #[derive(Debug, Default)]
@@ -44,22 +43,7 @@ pub(crate) struct TableCache {
 struct Cached {
     table: Table,
     /// The schema file the handle was loaded from, as read.
-    schema_file: Bytes,
-}
-
-fn schema_path(table: &Table, id: i64) -> String {
-    format!(
-        "{}/schema/schema-{id}",
-        table.location().trim_end_matches('/')
-    )
-}
-
-/// Whether `table`'s files hold a schema after the handle's: another
-/// process's `ALTER TABLE` (an option, a column, the lake-stream mode)
-/// writes the next schema file. One existence check.
-pub(crate) async fn has_newer_schema(table: &Table) -> paimon::Result<bool> {
-    let next = schema_path(table, table.schema().id() + 1);
-    table.file_io().new_input(&next)?.exists().await
+    stamp: SchemaStamp,
 }
 
 fn cacheable(identifier: &Identifier, table: &Table) -> bool {
@@ -75,30 +59,7 @@ impl TableCache {
             .unwrap_or_else(|e| e.into_inner())
             .get(identifier)
             .cloned()?;
-        let table = &cached.table;
-        let id = table.schema().id();
-        let file_io = table.file_io();
-        // As many bytes as were read before: a schema file is one JSON
-        // object, so a file whose first bytes are the whole object read
-        // before holds that object and nothing else; a shorter file fails
-        // the read. (A read without a range makes opendal's file-system
-        // reader zero-fill a buffer of its 2 MiB maximum for a file of a few
-        // hundred bytes, once per statement.)
-        let expected = cached.schema_file.len() as u64;
-        let this = async {
-            file_io
-                .new_input(&schema_path(table, id))
-                .ok()?
-                .reader()
-                .await
-                .ok()?
-                .read(0..expected)
-                .await
-                .ok()
-        };
-        let next = async { has_newer_schema(table).await.ok() };
-        let (this, next) = futures::join!(this, next);
-        if this.as_ref() == Some(&cached.schema_file) && next == Some(false) {
+        if let Ok(Freshness::Current) = cached.stamp.check(&cached.table).await {
             return Some(cached.table);
         }
         self.forget(identifier);
@@ -111,19 +72,9 @@ impl TableCache {
         if !cacheable(identifier, table) {
             return;
         }
-        let schema = table.schema();
-        let Ok(input) = table.file_io().new_input(&schema_path(table, schema.id())) else {
+        let Ok(Some(stamp)) = SchemaStamp::of(table).await else {
             return;
         };
-        let Ok(bytes) = input.read().await else {
-            return;
-        };
-        // The whole schema: a table dropped and made again within the same
-        // millisecond must not pass for the one loaded.
-        let same = serde_json::from_slice::<TableSchema>(&bytes).is_ok_and(|read| read == *schema);
-        if !same {
-            return;
-        }
         self.tables
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -131,7 +82,7 @@ impl TableCache {
                 identifier.clone(),
                 Cached {
                     table: table.clone(),
-                    schema_file: bytes,
+                    stamp,
                 },
             );
     }

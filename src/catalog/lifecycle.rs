@@ -115,15 +115,7 @@ impl LakeStreamCatalog {
     /// `CREATE` can read it half-written. A file that stays unreadable is
     /// reported as it is.
     async fn get_table_settled(&self, identifier: &Identifier) -> paimon::Result<Table> {
-        for wait_ms in [20, 50, 100, 200] {
-            match self.inner.get_table(identifier).await {
-                Err(paimon::Error::DataInvalid { .. }) => {
-                    tokio::time::sleep(std::time::Duration::from_millis(wait_ms)).await;
-                }
-                read => return read,
-            }
-        }
-        self.inner.get_table(identifier).await
+        crate::schema_stamp::settled(|| self.inner.get_table(identifier)).await
     }
 
     /// `CREATE TABLE IF NOT EXISTS` over an existing table changes nothing,

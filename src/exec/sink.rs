@@ -15,6 +15,7 @@ use paimon::spec::DataField;
 use paimon::table::Table;
 
 use crate::error::Error;
+use crate::schema_stamp::{self, Freshness};
 use crate::store::{table_arrow_schema, LazyStore, WriteKind};
 
 /// Writes all of a statement's rows to the store as one unit. The statement
@@ -173,9 +174,9 @@ impl StoreSink {
     /// tiering) and then tiers or counts again once the option is
     /// committed, so rows that reached the store before the option changed
     /// are in Paimon or named in a notice. Rows that reached it after are
-    /// not acknowledged: their outcome is unknown. One look for the next
-    /// schema file when nothing changed (one request to the server for a
-    /// table of a REST catalog).
+    /// not acknowledged: their outcome is unknown. One look at the schema
+    /// files when nothing changed ([`schema_stamp::freshness`]; one request
+    /// to the server for a table of a REST catalog).
     async fn check_still_lakestream(&self) -> Result<(), Error> {
         let unknown = |reason: String| Error::WriteOutcomeUnknown {
             table: self.table.identifier().full_name(),
@@ -229,10 +230,12 @@ impl StoreSink {
                 Arc::new(now.schema().clone())
             }
             None => {
-                if !crate::table_cache::has_newer_schema(table).await? {
+                // Dropped and created again, or altered: the newest schema
+                // decides.
+                if schema_stamp::freshness(table).await? == Freshness::Current {
                     return Ok(Still::Same);
                 }
-                let Some(latest) = self.latest_schema().await? else {
+                let Some(latest) = schema_stamp::latest_schema(table).await? else {
                     return Ok(Still::Off(Vec::new()));
                 };
                 latest
@@ -264,28 +267,6 @@ impl StoreSink {
             return Ok(Still::Changed(changed));
         }
         Ok(Still::Same)
-    }
-
-    /// The newest schema file of a table of a file-system catalog.
-    async fn latest_schema(&self) -> paimon::Result<Option<Arc<paimon::spec::TableSchema>>> {
-        let table = &self.table;
-        let manager = paimon::table::SchemaManager::new(
-            table.file_io().clone(),
-            table.location().to_string(),
-        );
-        // paimon 0.4 writes a schema file in place: one read mid-write does
-        // not parse, so it is read again before the write is called unknown.
-        let mut tries = 0;
-        loop {
-            match manager.latest().await {
-                Ok(latest) => return Ok(latest),
-                Err(paimon::Error::DataInvalid { .. }) if tries < 3 => {
-                    tries += 1;
-                    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-                }
-                Err(e) => return Err(e),
-            }
-        }
     }
 
     /// A store may still finish a write it did not answer in time.

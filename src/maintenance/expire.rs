@@ -217,7 +217,8 @@ pub async fn expire_snapshots(
                 })?,
                 None => DEFAULT_TIME_RETAINED,
             };
-            now_ms().saturating_sub(u64::try_from(retained.as_millis()).unwrap_or(u64::MAX))
+            crate::clock::now_ms()
+                .saturating_sub(u64::try_from(retained.as_millis()).unwrap_or(u64::MAX))
         }
     };
 
@@ -605,11 +606,4 @@ pub(crate) async fn delete(table: &Table, path: &str) -> Result<()> {
             }
         }
     }
-}
-
-fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-        .unwrap_or(0)
 }

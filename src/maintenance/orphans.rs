@@ -143,7 +143,7 @@ async fn run(table: &Table, older_than_ms: Option<u64>, dry: bool) -> Result<Orp
         }
     }
     let older_than = older_than_ms.unwrap_or_else(|| {
-        super::now_ms()
+        crate::clock::now_ms()
             .saturating_sub(u64::try_from(DEFAULT_OLDER_THAN.as_millis()).unwrap_or(u64::MAX))
     });
     // Relative only: an absolute one is outside the table's directory.

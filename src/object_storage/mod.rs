@@ -477,7 +477,9 @@ impl S3Options {
                 Url::parse(&endpoint).map_err(|e| format!("'s3.endpoint' is not a URL: {e}"))?;
             let host = url.host_str().unwrap_or_default().to_string();
             let mut with_bucket = url.clone();
-            if with_bucket.set_host(Some(&format!("{bucket}.{host}"))).is_err()
+            if with_bucket
+                .set_host(Some(&format!("{bucket}.{host}")))
+                .is_err()
                 || matches!(url.host(), Some(url::Host::Ipv4(_) | url::Host::Ipv6(_)))
                 || host.parse::<std::net::IpAddr>().is_ok()
             {
@@ -524,8 +526,8 @@ impl S3Options {
             }
             builder = if addressing.virtual_host {
                 // object_store wants the bucket in a virtual-hosted endpoint.
-                let mut url =
-                    Url::parse(&endpoint).map_err(|e| format!("'s3.endpoint' is not a URL: {e}"))?;
+                let mut url = Url::parse(&endpoint)
+                    .map_err(|e| format!("'s3.endpoint' is not a URL: {e}"))?;
                 let host = format!("{bucket}.{}", url.host_str().unwrap_or_default());
                 url.set_host(Some(&host))
                     .map_err(|e| format!("'s3.endpoint' takes no bucket in its host name: {e}"))?;

@@ -1,11 +1,12 @@
 //! The schema lock of a warehouse's database: what `CREATE`, `ALTER`,
-//! `DROP` and `RENAME TABLE`, and `DROP DATABASE`, hold while paimon's
-//! catalog writes a table's schema files (see [`super::catalog`]).
+//! `DROP` and `RENAME TABLE`, and `DROP DATABASE`, hold while the catalog
+//! writes a table's schema files (see [`super::catalog`], [`super::ddl`]).
 //!
-//! paimon's file-system catalog writes a table's next schema file after
-//! reading the newest one, through its own file IO, which the commit guards
-//! do not reach: two processes at once write the same file, and the later
-//! one silently undoes the other's change. On local disk the lock is a file
+//! A schema change reads the newest schema file and writes the next. The
+//! file is created only if its name is free ([`super::ddl`]), so two
+//! processes at once cannot both write it: the later one fails instead of
+//! undoing the other's change. The lock makes such failures rare, and
+//! orders `DROP` and `RENAME` against the rest. On local disk the lock is a file
 //! lock ([`with_local_schema_lock`]); on S3, the database's lease
 //! ([`with_schema_lease`]), an object created conditionally, as tierers
 //! share a table. Both live under `<warehouse>/_lakestream/schema-lock/`,

@@ -18,7 +18,9 @@ fn layers(readme: &str) -> Vec<Vec<String>> {
     let end = readme[start..].find(END).expect("the layer table ends") + start;
     readme[start..end]
         .lines()
-        .filter(|line| line.starts_with('|') && !line.starts_with("|-") && !line.starts_with("| Layer"))
+        .filter(|line| {
+            line.starts_with('|') && !line.starts_with("|-") && !line.starts_with("| Layer")
+        })
         .map(|line| {
             let modules = line.split('|').nth(2).unwrap_or_default();
             modules
@@ -80,7 +82,9 @@ fn raw_string_len(rest: &str, at_word_start: bool) -> Option<usize> {
     let hashes = after_r.len() - after_r.trim_start_matches('#').len();
     let body = after_r[hashes..].strip_prefix('"')?;
     let close = format!("\"{}", "#".repeat(hashes));
-    let end = body.find(&close).map_or(body.len(), |end| end + close.len());
+    let end = body
+        .find(&close)
+        .map_or(body.len(), |end| end + close.len());
     Some(rest.len() - body.len() + end)
 }
 
@@ -135,8 +139,8 @@ fn inline_module_depths(code: &str) -> Vec<usize> {
             let name_start = before
                 .rfind(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
                 .map_or(0, |i| i + 1);
-            let opens_module = before[..name_start].trim_end().ends_with("mod")
-                && name_start < before.len();
+            let opens_module =
+                before[..name_start].trim_end().ends_with("mod") && name_start < before.len();
             braces.push(opens_module);
             if opens_module {
                 depth += 1;
@@ -157,7 +161,10 @@ fn module_path(file: &str) -> Vec<String> {
         .split('/')
         .map(str::to_string)
         .collect();
-    if path.last().is_some_and(|last| last == "mod" || last == "lib") {
+    if path
+        .last()
+        .is_some_and(|last| last == "mod" || last == "lib")
+    {
         path.pop();
     }
     path
@@ -179,7 +186,10 @@ fn absolute_paths(file: &str, code: &str) -> Vec<Vec<String>> {
         if at >= 5 && code[..at].ends_with("super::") {
             continue; // counted at the first `super::` of a chain
         }
-        let ups = 1 + path.iter().take_while(|segment| *segment == "super").count();
+        let ups = 1 + path
+            .iter()
+            .take_while(|segment| *segment == "super")
+            .count();
         let inline = depths.get(at).copied().unwrap_or(0);
         if ups <= inline {
             continue;
@@ -483,9 +493,10 @@ fn the_layer_check_finds_what_it_guards() {
         vec!["store".to_string()],
         vec!["planner".to_string(), "table".to_string()],
     ];
-    let krate = Crate {
-        layers: layers.clone(),
-        sources: vec![
+    let krate =
+        Crate {
+            layers: layers.clone(),
+            sources: vec![
             source("error.rs", "use crate::{store::Store, error::Error};"),
             source(
                 "planner/mod.rs",
@@ -496,7 +507,7 @@ fn the_layer_check_finds_what_it_guards() {
             source("store/local.rs", "use crate::error::{self, Error};"),
             source("cli.rs", ""),
         ],
-    };
+        };
     let broken = broken_rules(&krate);
     let expect = |needle: &str| {
         assert!(
