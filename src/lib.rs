@@ -23,6 +23,7 @@ pub mod options;
 pub(crate) mod pause;
 pub(crate) mod planner;
 pub mod progress;
+mod retry;
 mod runtime;
 mod schema_stamp;
 pub mod store;

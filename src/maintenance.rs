@@ -35,6 +35,7 @@ use paimon::spec::{
 use paimon::table::{RenamingSnapshotCommit, SnapshotCommit, Table};
 
 use crate::error::{Error, Result};
+use crate::retry::{Retry, Try};
 use crate::schema_stamp::Freshness;
 
 mod data;
@@ -51,7 +52,7 @@ const DEFAULT_MERGE_MIN_COUNT: usize = 30;
 /// Paimon's option that turns compaction and expiry off for a table.
 const WRITE_ONLY: &str = "write-only";
 /// How many times a compaction starts again after losing a race.
-const ATTEMPTS: usize = 5;
+const ATTEMPTS: u32 = 5;
 
 /// What a manifest compaction did.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -242,20 +243,25 @@ where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<Attempt<T>>>,
 {
-    for _ in 0..ATTEMPTS {
-        match attempt().await? {
-            Attempt::Nothing => return Ok(None),
-            Attempt::Done(report) => return Ok(Some(report)),
-            Attempt::Lost => continue,
-        }
-    }
-    Err(Error::MaintenanceFailed {
-        table: table.identifier().full_name(),
-        reason: format!(
-            "other commits kept winning: {ATTEMPTS} {what} in a row found a newer snapshot when \
-             they published; run it again when the table is quieter"
-        ),
-    })
+    Retry::immediately(ATTEMPTS)
+        .run(|| {
+            let tried = attempt();
+            async move {
+                Ok(match tried.await? {
+                    Attempt::Nothing => Try::Done(None),
+                    Attempt::Done(report) => Try::Done(Some(report)),
+                    Attempt::Lost => Try::Again(Error::MaintenanceFailed {
+                        table: table.identifier().full_name(),
+                        reason: format!(
+                            "other commits kept winning: {ATTEMPTS} {what} in a row found a \
+                             newer snapshot when they published; run it again when the table \
+                             is quieter"
+                        ),
+                    }),
+                })
+            }
+        })
+        .await
 }
 
 /// The manifests `latest` names: its base manifest list's, then its delta

@@ -28,6 +28,8 @@ use paimon::io::FileRead;
 use paimon::spec::TableSchema;
 use paimon::table::Table;
 
+use crate::retry::{Retry, Try};
+
 /// What the files say of a table handle.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Freshness {
@@ -47,25 +49,28 @@ pub(crate) struct SchemaStamp {
     bytes: Bytes,
 }
 
-/// The waits between reads of a schema file that does not parse.
-const SETTLE_WAITS_MS: [u64; 4] = [20, 50, 100, 200];
+/// How a read of a schema file that does not parse is made again: five
+/// reads, pausing 20, 40, 80 and 160 ms.
+const SETTLE: Retry = Retry::growing(5, Duration::from_millis(20), Duration::from_millis(160));
 
 /// `read`, made again while it fails as a file that does not parse
-/// (`DataInvalid`: a schema file read mid-write) on one schedule, about
-/// 370 ms in all; then its last answer.
+/// (`DataInvalid`: a schema file read mid-write) on one schedule
+/// ([`SETTLE`]), then its last answer.
 pub(crate) async fn settled<T, F>(mut read: impl FnMut() -> F) -> paimon::Result<T>
 where
     F: Future<Output = paimon::Result<T>>,
 {
-    for wait_ms in SETTLE_WAITS_MS {
-        match read().await {
-            Err(paimon::Error::DataInvalid { .. }) => {
-                tokio::time::sleep(Duration::from_millis(wait_ms)).await;
+    SETTLE
+        .run(|| {
+            let reading = read();
+            async move {
+                match reading.await {
+                    Err(e @ paimon::Error::DataInvalid { .. }) => Ok(Try::Again(e)),
+                    answer => answer.map(Try::Done),
+                }
             }
-            answer => return answer,
-        }
-    }
-    read().await
+        })
+        .await
 }
 
 fn schema_path(table: &Table, id: i64) -> String {
@@ -297,7 +302,7 @@ mod tests {
         })
         .await;
         assert!(never.is_err());
-        assert_eq!(reads.load(Ordering::SeqCst), SETTLE_WAITS_MS.len() + 1);
+        assert_eq!(reads.load(Ordering::SeqCst), SETTLE.tries as usize);
 
         let reads = AtomicUsize::new(0);
         let other: paimon::Result<()> = settled(|| async {

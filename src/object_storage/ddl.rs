@@ -16,12 +16,16 @@
 //! it whole and creates a schema file only if its name is free. A failed
 //! statement changes nothing.
 
+use std::time::Duration;
+
 use bytes::Bytes;
 use paimon::catalog::Identifier;
 use paimon::io::FileIO;
 use paimon::spec::{CoreOptions, Schema, SchemaChange, TableSchema, TableType};
 use paimon::table::SchemaManager;
 use paimon::{Error, FileSystemCatalog, Result};
+
+use crate::retry::{Retry, Try};
 
 /// paimon's `TABLE_TYPE_OPTION` (crate-private there).
 const TABLE_TYPE: &str = "type";
@@ -116,49 +120,45 @@ pub(super) async fn alter_table(
     ignore_if_not_exists: bool,
     check: &super::SchemaCheck<'_>,
 ) -> Result<()> {
-    for attempt in 0..SCHEMA_ATTEMPTS {
-        if attempt > 0 {
-            tokio::time::sleep(retry_pause(attempt)).await;
-        }
-        let (table_path, current) = match catalog.fetch_table_schema(identifier).await {
-            Ok(found) => found,
-            Err(Error::TableNotExist { .. }) if ignore_if_not_exists => return Ok(()),
-            Err(e) => return Err(e),
-        };
-        reject_immutable_option_changes(current.options(), &changes)?;
-        check(&current)?;
-        let next = current
-            .apply_changes(changes.clone())
-            .map_err(|e| fill_table_name(e, identifier))?;
-        match publish_schema(file_io, &table_path, &next).await? {
-            Published::Written => return Ok(()),
-            // Another process's ALTER took the name first: apply the changes
-            // again to its schema (checked again), as Paimon's schema
-            // manager does.
-            Published::Taken => continue,
-        }
-    }
-    Err(Error::DataInvalid {
-        message: format!(
-            "ALTER TABLE {}: other processes changed the table's schema first {SCHEMA_ATTEMPTS} \
-             times in a row; nothing was changed, run the statement again",
-            identifier.full_name()
-        ),
-        source: None,
-    })
+    SCHEMA_RETRY
+        .run(|| async {
+            let (table_path, current) = match catalog.fetch_table_schema(identifier).await {
+                Ok(found) => found,
+                Err(Error::TableNotExist { .. }) if ignore_if_not_exists => {
+                    return Ok(Try::Done(()))
+                }
+                Err(e) => return Err(e),
+            };
+            reject_immutable_option_changes(current.options(), &changes)?;
+            check(&current)?;
+            let next = current
+                .apply_changes(changes.clone())
+                .map_err(|e| fill_table_name(e, identifier))?;
+            Ok(match publish_schema(file_io, &table_path, &next).await? {
+                Published::Written => Try::Done(()),
+                // Another process's ALTER took the name first: apply the
+                // changes again to its schema (checked again), as Paimon's
+                // schema manager does.
+                Published::Taken => Try::Again(Error::DataInvalid {
+                    message: format!(
+                        "ALTER TABLE {}: other processes changed the table's schema first {} \
+                         times in a row; nothing was changed, run the statement again",
+                        identifier.full_name(),
+                        SCHEMA_RETRY.tries
+                    ),
+                    source: None,
+                }),
+            })
+        })
+        .await
 }
 
-/// How many times an `ALTER TABLE` applies its changes to the newest
-/// schema before it gives up (each time another process's schema file
-/// took the next name first).
-const SCHEMA_ATTEMPTS: u32 = 16;
-
-/// The pause before try `attempt` (from 1) of an `ALTER TABLE` that lost a
-/// race: growing, with jitter so that racing processes fall apart.
-fn retry_pause(attempt: u32) -> std::time::Duration {
-    let jitter = u64::try_from(uuid::Uuid::new_v4().as_u128() % 50).unwrap_or(0);
-    std::time::Duration::from_millis(u64::from(attempt.min(8)) * 25 + jitter)
-}
+/// How an `ALTER TABLE` that lost the race for the next schema file applies
+/// its changes to the newest schema again: 16 times at most, with growing
+/// pauses and jitter so that racing processes fall apart.
+const SCHEMA_RETRY: Retry =
+    Retry::growing(16, Duration::from_millis(25), Duration::from_millis(200))
+        .with_jitter(Duration::from_millis(50));
 
 /// Whether a schema file was written by this statement.
 enum Published {

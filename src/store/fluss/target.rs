@@ -2,6 +2,7 @@
 //! by the request timeout and retried while Fluss says "not yet".
 
 use super::*;
+use crate::retry::{Retry, Try};
 
 /// A table's Fluss side as one read or write sees it.
 #[derive(Clone)]
@@ -141,18 +142,23 @@ impl Target {
         Fut: Future<Output = fluss::error::Result<T>>,
     {
         let deadline = tokio::time::Instant::now() + self.request_timeout;
-        let mut pause = Duration::from_millis(50);
-        loop {
-            match tokio::time::timeout_at(deadline, call()).await {
-                Ok(Ok(value)) => return Ok(value),
-                Ok(Err(e)) if transient(&e) && tokio::time::Instant::now() + pause < deadline => {
-                    tokio::time::sleep(pause).await;
-                    pause = (pause * 2).min(Duration::from_secs(1));
+        Retry::growing(u32::MAX, Duration::from_millis(50), Duration::from_secs(1))
+            .within(self.request_timeout)
+            .run(|| {
+                let called = tokio::time::timeout_at(deadline, call());
+                let transient = &transient;
+                async move {
+                    match called.await {
+                        Ok(Ok(value)) => Ok(Try::Done(value)),
+                        Ok(Err(e)) if transient(&e) => {
+                            Ok(Try::Again(self.fluss_error(operation, e)))
+                        }
+                        Ok(Err(e)) => Err(self.fluss_error(operation, e)),
+                        Err(_) => Err(self.no_answer(operation)),
+                    }
                 }
-                Ok(Err(e)) => return Err(self.fluss_error(operation, e)),
-                Err(_) => return Err(self.no_answer(operation)),
-            }
-        }
+            })
+            .await
     }
 
     /// A handle of the Fluss table `table_id`: the one a read was planned on,
