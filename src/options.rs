@@ -1,5 +1,6 @@
 //! The option contract: which options make a table lake-stream, which store a
-//! catalog names, and which catalog options reach that store.
+//! catalog names, and which catalog options reach that store; and the Paimon
+//! catalog a set of catalog options opens, once they are checked.
 //!
 //! Routing reads only the options stored in the catalog (table options from the
 //! table's schema, catalog options from registration). Nothing here looks at
@@ -296,6 +297,19 @@ impl CatalogStoreOptions {
     pub fn procedure_timeout(&self) -> Option<Duration> {
         self.procedure_timeout
     }
+}
+
+/// The Paimon catalog that `options` (`warehouse`, `metastore`, `uri`, ...)
+/// describe, for both `register_catalog`s. The lake-stream options among them
+/// are checked first: a bad one touches nothing, not even the warehouse.
+pub(crate) async fn create_paimon_catalog(
+    options: &HashMap<String, String>,
+) -> Result<std::sync::Arc<dyn paimon::catalog::Catalog>> {
+    CatalogStoreOptions::from_catalog_options(options)?;
+    if let Some(warehouse) = options.get("warehouse") {
+        crate::object_storage::refuse_credentials_in_url("warehouse", warehouse)?;
+    }
+    Ok(paimon::CatalogFactory::create(paimon::Options::from_map(options.clone())).await?)
 }
 
 /// Parses [`PROCEDURE_TIMEOUT`]: `off` (no bound), or a duration above zero.
