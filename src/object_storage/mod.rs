@@ -22,6 +22,7 @@ mod commit;
 mod ddl;
 #[cfg(any(test, feature = "testing"))]
 pub(crate) mod disk_full;
+pub(crate) mod forward;
 mod guard;
 mod local;
 #[cfg(any(test, feature = "testing"))]
