@@ -145,7 +145,7 @@ impl LakeStreamCatalog {
     }
 
     /// How this catalog's lake-stream tables reach their store.
-    pub fn binding(&self) -> &StoreBinding {
+    pub(crate) fn binding(&self) -> &StoreBinding {
         &self.store
     }
 
