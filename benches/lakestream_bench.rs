@@ -3,9 +3,12 @@
 //! `name: value` line per figure.
 //!
 //! ```text
-//! cargo run --release --bin lakestream-bench            # full run
-//! cargo run --release --bin lakestream-bench -- --quick # under two minutes
+//! cargo bench --bench lakestream-bench              # full run
+//! cargo bench --bench lakestream-bench -- --quick   # under two minutes
 //! ```
+//!
+//! `cargo bench` builds it optimized and runs it from the repository's
+//! root, so relative paths (`--dir`, `--chart`) are taken from there.
 //!
 //! Figures: freshness (acknowledged INSERT to visible in a `t$rt` point
 //! query, p50/p99), the same while 10,000 single-row writes wait untiered
@@ -98,6 +101,10 @@ struct Args {
     /// `--option fluss.table.datalake.freshness=10s`.
     #[arg(long, value_name = "DURATION")]
     after_tiering: Option<String>,
+
+    /// Passed by `cargo bench` to every bench; nothing to do here.
+    #[arg(long = "bench", hide = true)]
+    _cargo_bench: bool,
 }
 
 impl Args {

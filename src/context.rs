@@ -92,7 +92,7 @@ impl LakeStreamContext {
         name: &str,
         options: HashMap<String, String>,
     ) -> DFResult<()> {
-        let catalog = crate::extension::create_paimon_catalog(&options).await?;
+        let catalog = crate::options::create_paimon_catalog(&options).await?;
         self.register_paimon_catalog(name, catalog, options).await
     }
 

@@ -17,7 +17,6 @@ use datafusion::error::Result as DFResult;
 use datafusion::execution::SessionState;
 use datafusion::prelude::SessionContext;
 use paimon::catalog::Catalog;
-use paimon::{CatalogFactory, Options};
 use paimon_datafusion::{BlobReaderRegistry, PaimonCatalogProvider, PaimonRelationPlanner};
 
 use crate::catalog::LakeStreamCatalog;
@@ -147,7 +146,7 @@ impl LakeStreamExtension {
         name: &str,
         options: HashMap<String, String>,
     ) -> DFResult<Arc<LakeStreamCatalog>> {
-        let paimon = create_paimon_catalog(&options).await?;
+        let paimon = crate::options::create_paimon_catalog(&options).await?;
         match paimon.get_database("default").await {
             Ok(_) => {}
             Err(paimon::Error::DatabaseNotExist { .. }) => paimon
@@ -172,19 +171,4 @@ impl LakeStreamExtension {
         );
         Ok(catalog)
     }
-}
-
-/// The Paimon catalog that `options` (`warehouse`, `metastore`, `uri`, ...)
-/// describe, for both `register_catalog`s. The lake-stream options among them
-/// are checked first: a bad one touches nothing, not even the warehouse.
-pub(crate) async fn create_paimon_catalog(
-    options: &HashMap<String, String>,
-) -> DFResult<Arc<dyn Catalog>> {
-    CatalogStoreOptions::from_catalog_options(options)?;
-    if let Some(warehouse) = options.get("warehouse") {
-        crate::object_storage::refuse_credentials_in_url("warehouse", warehouse)?;
-    }
-    Ok(CatalogFactory::create(Options::from_map(options.clone()))
-        .await
-        .map_err(Error::from)?)
 }

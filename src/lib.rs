@@ -6,8 +6,6 @@
 
 mod batch;
 pub mod catalog;
-#[cfg(feature = "cli")]
-pub mod cli;
 mod clock;
 mod context;
 pub mod error;

@@ -12,13 +12,13 @@ use datafusion::sql::sqlparser::parser::Parser;
 use crate::error::NameError;
 
 /// The suffix that reads a lake-stream table from its store.
-pub const RT_SUFFIX: &str = "rt";
+pub(crate) const RT_SUFFIX: &str = "rt";
 const SPLITTER: char = '$';
 const BRANCH_PREFIX: &str = "branch_";
 
 /// What a relation name asks for.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum RelationName<'a> {
+pub(crate) enum RelationName<'a> {
     /// Not ours: Paimon resolves it (tables, system tables, branches).
     Paimon(&'a str),
     /// `t$rt`: the store's read of table `t` (main branch).
@@ -31,7 +31,7 @@ pub enum RelationName<'a> {
 /// Parses an object name (the last part of `catalog.db.object`).
 ///
 /// Never panics; every input is either [`RelationName`] or a [`NameError`].
-pub fn parse(object: &str) -> Result<RelationName<'_>, NameError> {
+pub(crate) fn parse(object: &str) -> Result<RelationName<'_>, NameError> {
     let parts: Vec<&str> = object.split(SPLITTER).collect();
     let is_rt = |part: &&str| part.eq_ignore_ascii_case(RT_SUFFIX);
     if !parts.iter().skip(1).any(is_rt) {

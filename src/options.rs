@@ -1,5 +1,6 @@
 //! The option contract: which options make a table lake-stream, which store a
-//! catalog names, and which catalog options reach that store.
+//! catalog names, and which catalog options reach that store; and the Paimon
+//! catalog a set of catalog options opens, once they are checked.
 //!
 //! Routing reads only the options stored in the catalog (table options from the
 //! table's schema, catalog options from registration). Nothing here looks at
@@ -16,7 +17,7 @@ pub const ENABLED: &str = "lakestream.enabled";
 /// the mode is turned on (`<store>:<location>`, e.g.
 /// `local:file:///data/_lakestream/`). A catalog whose store is another one
 /// refuses to serve the table. Not set by users.
-pub const STORE_BINDING: &str = "lakestream.store-binding";
+pub(crate) const STORE_BINDING: &str = "lakestream.store-binding";
 /// Catalog option naming the store (`local`, `fluss`, ...).
 pub const STORE: &str = "lakestream.store";
 /// Catalog option bounding each store call (creation, attach, planning a
@@ -144,19 +145,19 @@ pub fn check_table_option(table: &str, key: &str, value: &str) -> Result<()> {
 }
 
 /// The default of [`TIMEOUT`].
-pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
+pub(crate) const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// The catalog options this crate knows under [`PREFIX`].
 const KNOWN_CATALOG_KEYS: &[&str] = &[STORE, TIMEOUT, PROCEDURE_TIMEOUT];
 
 /// Whether a value of [`ENABLED`] turns the mode on: exactly `true`, ignoring
 /// ASCII case. Anything else, including `yes`, ` true` and the empty string, is off.
-pub fn is_enabled_value(value: &str) -> bool {
+pub(crate) fn is_enabled_value(value: &str) -> bool {
     value.eq_ignore_ascii_case("true")
 }
 
 /// Whether a table's stored options make it a lake-stream table.
-pub fn is_enabled<'a, I>(table_options: I) -> bool
+pub(crate) fn is_enabled<'a, I>(table_options: I) -> bool
 where
     I: IntoIterator<Item = (&'a String, &'a String)>,
 {
@@ -167,7 +168,7 @@ where
 
 /// Whether `key` belongs to the lake-stream contract (`lakestream.*`), compared
 /// ignoring ASCII case so that `LakeStream.Enabled` cannot slip past a check.
-pub fn is_lakestream_key(key: &str) -> bool {
+pub(crate) fn is_lakestream_key(key: &str) -> bool {
     let key = key.trim().trim_matches(['\'', '"', '`']);
     strip_prefix_ignore_ascii_case(key, PREFIX).is_some()
 }
@@ -298,6 +299,19 @@ impl CatalogStoreOptions {
     }
 }
 
+/// The Paimon catalog that `options` (`warehouse`, `metastore`, `uri`, ...)
+/// describe, for both `register_catalog`s. The lake-stream options among them
+/// are checked first: a bad one touches nothing, not even the warehouse.
+pub(crate) async fn create_paimon_catalog(
+    options: &HashMap<String, String>,
+) -> Result<std::sync::Arc<dyn paimon::catalog::Catalog>> {
+    CatalogStoreOptions::from_catalog_options(options)?;
+    if let Some(warehouse) = options.get("warehouse") {
+        crate::object_storage::refuse_credentials_in_url("warehouse", warehouse)?;
+    }
+    Ok(paimon::CatalogFactory::create(paimon::Options::from_map(options.clone())).await?)
+}
+
 /// Parses [`PROCEDURE_TIMEOUT`]: `off` (no bound), or a duration above zero.
 fn parse_procedure_timeout(text: &str) -> std::result::Result<Option<Duration>, String> {
     if text.trim().eq_ignore_ascii_case("off") {
@@ -364,7 +378,7 @@ fn parse_quantity(text: &str, units: &[(&str, u64)]) -> Option<u64> {
 /// Parses a size in bytes: a whole number followed by nothing or `b`
 /// (bytes), `kb`, `mb` or `gb` (powers of 1024, as Paimon's sizes; `kib`,
 /// `mib` and `gib` too), spaces allowed in between.
-pub fn parse_size(text: &str) -> std::result::Result<u64, String> {
+pub(crate) fn parse_size(text: &str) -> std::result::Result<u64, String> {
     const KB: u64 = 1 << 10;
     const MB: u64 = 1 << 20;
     const GB: u64 = 1 << 30;
@@ -408,7 +422,7 @@ fn validate_store_identifier(store: &str) -> Result<()> {
 
 /// Refuses a session, dynamic or hint option that names a `lakestream.*` key:
 /// routing follows the table's stored options only.
-pub fn reject_session_key(key: &str, origin: &str) -> Result<()> {
+pub(crate) fn reject_session_key(key: &str, origin: &str) -> Result<()> {
     if is_lakestream_key(key) {
         return Err(Error::SessionRouting {
             key: key.to_string(),

@@ -136,7 +136,7 @@ mod tests {
 
     async fn table_in(dir: &std::path::Path) -> (std::sync::Arc<dyn Catalog>, Identifier, Table) {
         let options = HashMap::from([("warehouse".to_string(), dir.display().to_string())]);
-        let catalog = crate::extension::create_paimon_catalog(&options)
+        let catalog = crate::options::create_paimon_catalog(&options)
             .await
             .expect("catalog");
         catalog

@@ -2,22 +2,18 @@
 //! other implementation): it holds the catalog's lake-stream options and
 //! enforces the table-identity guards, so each guard lives in one place.
 //!
-//! Every trait method is forwarded, the defaulted ones and `as_any` included:
-//! a method left to its default would silently turn off views, tags,
-//! partitions or REST procedures of the wrapped catalog.
+//! The methods it does not guard are forwarded to the wrapped catalog
+//! ([`crate::object_storage::forward`]), paimon's defaulted ones and
+//! `as_any` included: a method left to its default would silently turn off
+//! views, tags, partitions or REST procedures of the wrapped catalog.
 
-use std::any::Any;
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use async_trait::async_trait;
 use futures::future::BoxFuture;
-use paimon::api::{GetTagResponse, PagedList};
-use paimon::catalog::{Catalog, Database, Function, Identifier, LoadedTable, View, ViewSchema};
-use paimon::spec::{
-    CoreOptions, DataField, Partition, PartitionStatistics, Schema, SchemaChange, TableSchema,
-    TableType,
-};
+use paimon::catalog::{Catalog, Database, Identifier, LoadedTable};
+use paimon::spec::{CoreOptions, DataField, Schema, SchemaChange, TableSchema, TableType};
 use paimon::table::Table;
 
 use crate::error::{Error, Result};
@@ -149,7 +145,7 @@ impl LakeStreamCatalog {
     }
 
     /// How this catalog's lake-stream tables reach their store.
-    pub fn binding(&self) -> &StoreBinding {
+    pub(crate) fn binding(&self) -> &StoreBinding {
         &self.store
     }
 
@@ -575,26 +571,9 @@ fn check_paimon_writes(identifier: &Identifier, creation: &Schema) -> Result<()>
 }
 
 #[async_trait]
-impl Catalog for LakeStreamCatalog {
-    fn as_any(&self) -> Option<&dyn Any> {
-        // Callers reach catalog-specific APIs (REST procedures) through this,
-        // as Java does through `rootCatalog`: answer with the wrapped catalog.
-        self.inner.as_any()
-    }
-
-    async fn list_databases(&self) -> paimon::Result<Vec<String>> {
-        self.inner.list_databases().await
-    }
-
-    async fn create_database(
-        &self,
-        name: &str,
-        ignore_if_exists: bool,
-        properties: HashMap<String, String>,
-    ) -> paimon::Result<()> {
-        self.inner
-            .create_database(name, ignore_if_exists, properties)
-            .await
+impl crate::object_storage::forward::Decorator for LakeStreamCatalog {
+    fn wrapped(&self) -> &dyn Catalog {
+        self.inner.as_ref()
     }
 
     async fn get_database(&self, name: &str) -> paimon::Result<Database> {
@@ -651,10 +630,6 @@ impl Catalog for LakeStreamCatalog {
             }
             other => Ok(other),
         }
-    }
-
-    async fn list_tables(&self, database_name: &str) -> paimon::Result<Vec<String>> {
-        self.inner.list_tables(database_name).await
     }
 
     async fn create_table(
@@ -830,8 +805,15 @@ impl Catalog for LakeStreamCatalog {
         snapshot_id: Option<i64>,
         ignore_if_exists: bool,
     ) -> paimon::Result<()> {
-        self.create_tag_with_retention(identifier, tag_name, snapshot_id, None, ignore_if_exists)
-            .await
+        Catalog::create_tag_with_retention(
+            self,
+            identifier,
+            tag_name,
+            snapshot_id,
+            None,
+            ignore_if_exists,
+        )
+        .await
     }
 
     async fn create_tag_with_retention(
@@ -859,134 +841,9 @@ impl Catalog for LakeStreamCatalog {
             Err(e) => Err(e.into()),
         }
     }
-
-    async fn get_tag(
-        &self,
-        identifier: &Identifier,
-        tag_name: &str,
-    ) -> paimon::Result<GetTagResponse> {
-        self.inner.get_tag(identifier, tag_name).await
-    }
-
-    async fn delete_tag(
-        &self,
-        identifier: &Identifier,
-        tag_name: &str,
-        ignore_if_not_exists: bool,
-    ) -> paimon::Result<()> {
-        self.inner
-            .delete_tag(identifier, tag_name, ignore_if_not_exists)
-            .await
-    }
-
-    async fn create_view(
-        &self,
-        identifier: &Identifier,
-        schema: ViewSchema,
-        ignore_if_exists: bool,
-    ) -> paimon::Result<()> {
-        self.inner
-            .create_view(identifier, schema, ignore_if_exists)
-            .await
-    }
-
-    async fn drop_view(
-        &self,
-        identifier: &Identifier,
-        ignore_if_not_exists: bool,
-    ) -> paimon::Result<()> {
-        self.inner.drop_view(identifier, ignore_if_not_exists).await
-    }
-
-    async fn list_views(&self, database_name: &str) -> paimon::Result<Vec<String>> {
-        self.inner.list_views(database_name).await
-    }
-
-    async fn get_view(&self, identifier: &Identifier) -> paimon::Result<View> {
-        self.inner.get_view(identifier).await
-    }
-
-    async fn create_function(
-        &self,
-        function: &Function,
-        ignore_if_exists: bool,
-    ) -> paimon::Result<()> {
-        self.inner.create_function(function, ignore_if_exists).await
-    }
-
-    async fn list_functions(&self, database_name: &str) -> paimon::Result<Vec<String>> {
-        self.inner.list_functions(database_name).await
-    }
-
-    async fn get_function(&self, identifier: &Identifier) -> paimon::Result<Function> {
-        self.inner.get_function(identifier).await
-    }
-
-    async fn create_partitions(
-        &self,
-        identifier: &Identifier,
-        partition_specs: Vec<HashMap<String, String>>,
-        ignore_if_exists: bool,
-    ) -> paimon::Result<()> {
-        self.inner
-            .create_partitions(identifier, partition_specs, ignore_if_exists)
-            .await
-    }
-
-    async fn create_partitions_with_statistics(
-        &self,
-        identifier: &Identifier,
-        partition_specs: Vec<HashMap<String, String>>,
-        ignore_if_exists: bool,
-        statistics: Option<Vec<PartitionStatistics>>,
-        replace_statistics: bool,
-    ) -> paimon::Result<()> {
-        self.inner
-            .create_partitions_with_statistics(
-                identifier,
-                partition_specs,
-                ignore_if_exists,
-                statistics,
-                replace_statistics,
-            )
-            .await
-    }
-
-    async fn drop_partitions(
-        &self,
-        identifier: &Identifier,
-        partition_specs: Vec<HashMap<String, String>>,
-    ) -> paimon::Result<()> {
-        self.inner
-            .drop_partitions(identifier, partition_specs)
-            .await
-    }
-
-    async fn list_partitions_by_names(
-        &self,
-        identifier: &Identifier,
-        partition_specs: Vec<HashMap<String, String>>,
-    ) -> paimon::Result<Vec<Partition>> {
-        self.inner
-            .list_partitions_by_names(identifier, partition_specs)
-            .await
-    }
-
-    async fn list_partitions(&self, identifier: &Identifier) -> paimon::Result<Vec<Partition>> {
-        self.inner.list_partitions(identifier).await
-    }
-
-    async fn list_partitions_paged(
-        &self,
-        identifier: &Identifier,
-        max_results: Option<u32>,
-        page_token: Option<&str>,
-    ) -> paimon::Result<PagedList<Partition>> {
-        self.inner
-            .list_partitions_paged(identifier, max_results, page_token)
-            .await
-    }
 }
+
+crate::object_storage::forward::impl_catalog!(LakeStreamCatalog);
 
 #[cfg(test)]
 mod tests {

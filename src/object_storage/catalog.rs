@@ -4,24 +4,20 @@
 //! Wrapped once, in [`crate::LakeStreamCatalog::new`], so the lake-stream
 //! decorator and the stores it serves see the same tables.
 //!
-//! Every trait method is forwarded, the defaulted ones and `as_any`
-//! included: a method left to its default would silently turn off views,
-//! tags, partitions or REST procedures of the wrapped catalog. Those of a
+//! Every other trait method is forwarded ([`super::forward`]). Those of a
 //! file-system catalog that write schema files (`create_table`,
 //! `alter_table`) are made on the same file IO instead ([`super::ddl`]), so
 //! that those files too are published whole; the lake-stream catalog makes
 //! tags itself, on the tables this catalog returns
 //! ([`crate::maintenance::tags`]).
 
-use std::any::Any;
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use paimon::api::{GetTagResponse, PagedList};
-use paimon::catalog::{Catalog, Database, Function, Identifier, LoadedTable, View, ViewSchema};
+use paimon::catalog::{Catalog, Identifier, LoadedTable};
 use paimon::io::FileIO;
-use paimon::spec::{Partition, PartitionStatistics, Schema, SchemaChange};
+use paimon::spec::{Schema, SchemaChange};
 use paimon::table::Table;
 
 use super::{is_local, is_s3};
@@ -202,28 +198,9 @@ impl SafeCommits {
 }
 
 #[async_trait]
-impl Catalog for SafeCommits {
-    fn as_any(&self) -> Option<&dyn Any> {
-        self.inner.as_any()
-    }
-
-    async fn list_databases(&self) -> paimon::Result<Vec<String>> {
-        self.inner.list_databases().await
-    }
-
-    async fn create_database(
-        &self,
-        name: &str,
-        ignore_if_exists: bool,
-        properties: HashMap<String, String>,
-    ) -> paimon::Result<()> {
-        self.inner
-            .create_database(name, ignore_if_exists, properties)
-            .await
-    }
-
-    async fn get_database(&self, name: &str) -> paimon::Result<Database> {
-        self.inner.get_database(name).await
+impl super::forward::Decorator for SafeCommits {
+    fn wrapped(&self) -> &dyn Catalog {
+        self.inner.as_ref()
     }
 
     async fn drop_database(
@@ -249,10 +226,6 @@ impl Catalog for SafeCommits {
             LoadedTable::Paimon(table) => Ok(LoadedTable::Paimon(Box::new(self.guard(*table)?))),
             other => Ok(other),
         }
-    }
-
-    async fn list_tables(&self, database_name: &str) -> paimon::Result<Vec<String>> {
-        self.inner.list_tables(database_name).await
     }
 
     async fn create_table(
@@ -337,162 +310,6 @@ impl Catalog for SafeCommits {
         self.alter_table_checked(identifier, changes, ignore_if_not_exists, &|_| Ok(()))
             .await
     }
-
-    async fn create_tag(
-        &self,
-        identifier: &Identifier,
-        tag_name: &str,
-        snapshot_id: Option<i64>,
-        ignore_if_exists: bool,
-    ) -> paimon::Result<()> {
-        self.inner
-            .create_tag(identifier, tag_name, snapshot_id, ignore_if_exists)
-            .await
-    }
-
-    async fn create_tag_with_retention(
-        &self,
-        identifier: &Identifier,
-        tag_name: &str,
-        snapshot_id: Option<i64>,
-        time_retained: Option<&str>,
-        ignore_if_exists: bool,
-    ) -> paimon::Result<()> {
-        self.inner
-            .create_tag_with_retention(
-                identifier,
-                tag_name,
-                snapshot_id,
-                time_retained,
-                ignore_if_exists,
-            )
-            .await
-    }
-
-    async fn get_tag(
-        &self,
-        identifier: &Identifier,
-        tag_name: &str,
-    ) -> paimon::Result<GetTagResponse> {
-        self.inner.get_tag(identifier, tag_name).await
-    }
-
-    async fn delete_tag(
-        &self,
-        identifier: &Identifier,
-        tag_name: &str,
-        ignore_if_not_exists: bool,
-    ) -> paimon::Result<()> {
-        self.inner
-            .delete_tag(identifier, tag_name, ignore_if_not_exists)
-            .await
-    }
-
-    async fn create_view(
-        &self,
-        identifier: &Identifier,
-        schema: ViewSchema,
-        ignore_if_exists: bool,
-    ) -> paimon::Result<()> {
-        self.inner
-            .create_view(identifier, schema, ignore_if_exists)
-            .await
-    }
-
-    async fn drop_view(
-        &self,
-        identifier: &Identifier,
-        ignore_if_not_exists: bool,
-    ) -> paimon::Result<()> {
-        self.inner.drop_view(identifier, ignore_if_not_exists).await
-    }
-
-    async fn list_views(&self, database_name: &str) -> paimon::Result<Vec<String>> {
-        self.inner.list_views(database_name).await
-    }
-
-    async fn get_view(&self, identifier: &Identifier) -> paimon::Result<View> {
-        self.inner.get_view(identifier).await
-    }
-
-    async fn create_function(
-        &self,
-        function: &Function,
-        ignore_if_exists: bool,
-    ) -> paimon::Result<()> {
-        self.inner.create_function(function, ignore_if_exists).await
-    }
-
-    async fn list_functions(&self, database_name: &str) -> paimon::Result<Vec<String>> {
-        self.inner.list_functions(database_name).await
-    }
-
-    async fn get_function(&self, identifier: &Identifier) -> paimon::Result<Function> {
-        self.inner.get_function(identifier).await
-    }
-
-    async fn create_partitions(
-        &self,
-        identifier: &Identifier,
-        partition_specs: Vec<HashMap<String, String>>,
-        ignore_if_exists: bool,
-    ) -> paimon::Result<()> {
-        self.inner
-            .create_partitions(identifier, partition_specs, ignore_if_exists)
-            .await
-    }
-
-    async fn create_partitions_with_statistics(
-        &self,
-        identifier: &Identifier,
-        partition_specs: Vec<HashMap<String, String>>,
-        ignore_if_exists: bool,
-        statistics: Option<Vec<PartitionStatistics>>,
-        replace_statistics: bool,
-    ) -> paimon::Result<()> {
-        self.inner
-            .create_partitions_with_statistics(
-                identifier,
-                partition_specs,
-                ignore_if_exists,
-                statistics,
-                replace_statistics,
-            )
-            .await
-    }
-
-    async fn drop_partitions(
-        &self,
-        identifier: &Identifier,
-        partition_specs: Vec<HashMap<String, String>>,
-    ) -> paimon::Result<()> {
-        self.inner
-            .drop_partitions(identifier, partition_specs)
-            .await
-    }
-
-    async fn list_partitions_by_names(
-        &self,
-        identifier: &Identifier,
-        partition_specs: Vec<HashMap<String, String>>,
-    ) -> paimon::Result<Vec<Partition>> {
-        self.inner
-            .list_partitions_by_names(identifier, partition_specs)
-            .await
-    }
-
-    async fn list_partitions(&self, identifier: &Identifier) -> paimon::Result<Vec<Partition>> {
-        self.inner.list_partitions(identifier).await
-    }
-
-    async fn list_partitions_paged(
-        &self,
-        identifier: &Identifier,
-        max_results: Option<u32>,
-        page_token: Option<&str>,
-    ) -> paimon::Result<PagedList<Partition>> {
-        self.inner
-            .list_partitions_paged(identifier, max_results, page_token)
-            .await
-    }
 }
+
+super::forward::impl_catalog!(SafeCommits);

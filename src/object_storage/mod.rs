@@ -22,6 +22,7 @@ mod commit;
 mod ddl;
 #[cfg(any(test, feature = "testing"))]
 pub(crate) mod disk_full;
+pub(crate) mod forward;
 mod guard;
 mod local;
 #[cfg(any(test, feature = "testing"))]
@@ -199,7 +200,7 @@ pub(crate) fn is_storage_key(key: &str) -> bool {
 /// keys, tokens, passwords, credentials. Matches the spellings of every
 /// store and of Paimon's file IO (`s3.secret-key`, `fs.s3a.access.key`,
 /// `s3.session.token`, `client.security.sasl.password`, ...).
-pub fn is_secret(key: &str) -> bool {
+pub(crate) fn is_secret(key: &str) -> bool {
     let key = key.trim().trim_matches('\'').to_ascii_lowercase();
     ["secret", "token", "password", "credential", "jaas"]
         .iter()

@@ -865,3 +865,61 @@ fn a_zero_timeout_is_refused_naming_the_option() {
     assert!(!out.status.success());
     assert!(stderr(&out).contains("above zero"), "{}", stderr(&out));
 }
+
+/// The package's targets as cargo sees them: `(name, kinds)`.
+fn cargo_targets() -> Vec<(String, Vec<String>)> {
+    let output = Command::new(env!("CARGO"))
+        .args(["metadata", "--format-version", "1", "--no-deps"])
+        .arg("--manifest-path")
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml"))
+        .output()
+        .expect("run cargo metadata");
+    assert!(
+        output.status.success(),
+        "cargo metadata: {}",
+        stderr(&output)
+    );
+    let metadata: serde_json::Value = serde_json::from_slice(&output.stdout).expect("its JSON");
+    let package = metadata["packages"]
+        .as_array()
+        .and_then(|packages| {
+            packages
+                .iter()
+                .find(|package| package["name"] == env!("CARGO_PKG_NAME"))
+        })
+        .expect("this package");
+    package["targets"]
+        .as_array()
+        .expect("targets")
+        .iter()
+        .map(|target| {
+            let kinds = target["kind"].as_array().expect("kinds");
+            (
+                target["name"].as_str().expect("name").to_string(),
+                kinds
+                    .iter()
+                    .map(|kind| kind.as_str().expect("kind").to_string())
+                    .collect(),
+            )
+        })
+        .collect()
+}
+
+/// `cargo install` installs the shell only (it installs a package's `bin`
+/// targets): the bench is a bench target, run with `cargo bench`.
+#[test]
+fn cargo_install_installs_the_shell_only() {
+    let targets = cargo_targets();
+    let programs: Vec<&str> = targets
+        .iter()
+        .filter(|(_, kinds)| kinds.iter().any(|kind| kind == "bin"))
+        .map(|(name, _)| name.as_str())
+        .collect();
+    assert_eq!(programs, ["lakestream-cli"], "{targets:?}");
+    assert!(
+        targets
+            .iter()
+            .any(|(name, kinds)| name == "lakestream-bench" && kinds == &["bench"]),
+        "{targets:?}"
+    );
+}

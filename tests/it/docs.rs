@@ -30,8 +30,17 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use datafusion::arrow::array::RecordBatch;
-use paimon_lakestream::cli::script::split_statements;
 use paimon_lakestream::LakeStreamContext;
+
+/// The shell's own script splitter: the docs' SQL is cut into statements
+/// exactly as `lakestream-cli` cuts a script. The shell is a program, not
+/// part of the library, so its file is compiled in here too; this test uses
+/// only [`script::split_statements`].
+#[allow(dead_code)]
+#[path = "../../src/bin/lakestream-cli/script.rs"]
+mod script;
+
+use script::split_statements;
 
 /// No statement of the docs may hang the test run.
 const STATEMENT_TIMEOUT: Duration = Duration::from_secs(120);

@@ -1,15 +1,16 @@
-//! The shell's logger: what this crate logs at `info` or above (the
+//! The shell's logger: what the library logs at `info` or above (the
 //! background tierer's failures and recoveries, see
-//! [`crate::store::local::TIERING_LOG`]; new Fluss tables the store had to
-//! create again, target `paimon_lakestream::fluss`) goes to stderr, one line each,
-//! as `Warning: ...` or `Info: ...`, beside the shell's own `Error: ...`
-//! lines. Other crates' logs (DataFusion's, Paimon's) are left out.
+//! [`paimon_lakestream::store::local::TIERING_LOG`]; new Fluss tables the
+//! store had to create again, target `paimon_lakestream::fluss`) goes to
+//! stderr, one line each, as `Warning: ...` or `Info: ...`, beside the
+//! shell's own `Error: ...` lines. Other crates' logs (DataFusion's,
+//! Paimon's) are left out.
 
 use std::io::IsTerminal;
 
 use log::{Level, LevelFilter, Log, Metadata, Record};
 
-/// Whether a record is this crate's and at least `info`.
+/// Whether a record is the library's and at least `info`.
 fn shown(metadata: &Metadata<'_>) -> bool {
     metadata.level() <= Level::Info
         && (metadata.target() == "paimon_lakestream"

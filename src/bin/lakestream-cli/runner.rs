@@ -12,7 +12,7 @@ use super::command::{self, Command, Flow, Frontend};
 use super::errors;
 use super::print::{acknowledges, write_batches, Format};
 use super::script::{Assembler, Item};
-use crate::LakeStreamContext;
+use paimon_lakestream::LakeStreamContext;
 
 /// Settings of a script run.
 #[derive(Debug, Clone, Copy, Default)]

@@ -2,7 +2,7 @@
 //! the interactive shell, in piped standard input and in `-f` files.
 
 use super::print::Format;
-use crate::LakeStreamContext;
+use paimon_lakestream::LakeStreamContext;
 
 /// The help `\?` prints.
 pub const HELP: &str = "\

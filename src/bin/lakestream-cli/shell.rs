@@ -31,8 +31,8 @@ use super::command::{self, Command, Flow, Frontend};
 use super::errors;
 use super::print::{acknowledges, write_part, Format};
 use super::script::{is_blank, Assembler, Item};
-use crate::progress::{running_work, WorkStatus};
-use crate::LakeStreamContext;
+use paimon_lakestream::progress::{running_work, WorkStatus};
+use paimon_lakestream::LakeStreamContext;
 
 /// Settings of a shell session.
 #[derive(Debug, Clone)]
@@ -145,7 +145,7 @@ pub async fn run(ctx: &mut LakeStreamContext, mut options: ShellOptions) -> Resu
             continue;
         }
         // Keys typed into CREATE CATALOG never reach the history file.
-        let kept = crate::object_storage::redact_secrets(input.trim_end());
+        let kept = paimon_lakestream::object_storage::redact_secrets(input.trim_end());
         if !kept.is_empty() {
             let _ = editor.add_history_entry(kept);
         }

@@ -5,6 +5,12 @@
 //! lakestream-cli --warehouse ./warehouse -c "CREATE TABLE t (id INT)" -f script.sql
 //! lakestream-cli tier --warehouse ./warehouse --interval 30s
 //! ```
+//!
+//! The shell is made of the modules below: splitting scripts into statements
+//! and commands, running them, printing results and errors. They are this
+//! program's, not the library's: an app that embeds the library runs SQL
+//! through `LakeStreamContext`. Built with the cargo feature `cli` (on by
+//! default), which brings clap and rustyline.
 
 use std::collections::HashMap;
 use std::io::{BufRead, IsTerminal};
@@ -15,12 +21,21 @@ use std::time::Duration;
 use clap::{ArgMatches, CommandFactory, FromArgMatches, Parser};
 use paimon::catalog::{Catalog, Identifier};
 use paimon_lakestream::catalog::WhenOff;
-use paimon_lakestream::cli::command::Flow;
-use paimon_lakestream::cli::print::Format;
-use paimon_lakestream::cli::runner::{ScriptOptions, ScriptRunner};
-use paimon_lakestream::cli::shell::{self, ShellOptions};
 use paimon_lakestream::name::{parse_table_name, parse_table_name_keeping_case, sql_name};
 use paimon_lakestream::{LakeStreamCatalog, LakeStreamContext};
+
+mod command;
+mod errors;
+mod log;
+mod print;
+mod runner;
+mod script;
+mod shell;
+
+use command::Flow;
+use print::Format;
+use runner::{ScriptOptions, ScriptRunner};
+use shell::ShellOptions;
 
 /// Run SQL against a Paimon warehouse whose tables can be in lake-stream mode.
 #[derive(Debug, Parser)]
@@ -405,7 +420,7 @@ fn main() -> ExitCode {
         Err(e) => e.exit(),
     };
     // The background tierer's failures reach the user on stderr.
-    paimon_lakestream::cli::log::install();
+    log::install();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
