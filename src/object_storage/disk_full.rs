@@ -49,7 +49,7 @@ impl Drop for DiskFull {
 /// The room a file at `path` (relative to the root `/`) gets, if its disk
 /// is full.
 fn room_for(path: &str) -> Option<u64> {
-    let file = super::local::absolute(path);
+    let file = super::absolute(path);
     FULL.lock()
         .unwrap_or_else(|e| e.into_inner())
         .iter()

@@ -29,7 +29,6 @@
 //! disk fails the publish with its error. Not covered: writers outside this
 //! crate (Java Paimon, other builds).
 
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use opendal::raw::*;
@@ -83,10 +82,6 @@ impl Rules for NoReplace {
     }
 }
 
-/// The file that `path`, relative to the service's root `/`, names.
-pub(super) fn absolute(path: &str) -> PathBuf {
-    PathBuf::from("/").join(path.trim_start_matches('/'))
-}
 
 /// Gives `from` the name `to` unless a file has it: a hard link, then the
 /// old name removed.
@@ -108,7 +103,7 @@ async fn rename_no_replace(
     (from_key, to_key): (&str, &str),
     args: OpRename,
 ) -> Result<()> {
-    let (from, to) = (absolute(from_key), absolute(to_key));
+    let (from, to) = (super::absolute(from_key), super::absolute(to_key));
     #[cfg(any(test, feature = "testing"))]
     super::pause::before_publish(&to).await;
     let error = match link(&from, &to).await {

@@ -71,6 +71,12 @@ pub(crate) fn local_path(location: &str) -> Option<std::path::PathBuf> {
         .map(std::path::PathBuf::from)
 }
 
+/// The file that `path`, relative to a file-system operator's root `/`,
+/// names (the operators of [`local`] are rooted there).
+pub(crate) fn absolute(path: &str) -> std::path::PathBuf {
+    std::path::PathBuf::from("/").join(path.trim_start_matches('/'))
+}
+
 /// `location` without a `file:` scheme (`file:///w` and `file:/w` are `/w`,
 /// `file:w` is `w`, a path is itself); `None` when it has another scheme
 /// or a host.
