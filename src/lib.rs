@@ -6,6 +6,7 @@
 
 mod batch;
 pub mod catalog;
+mod classification;
 #[cfg(feature = "cli")]
 pub mod cli;
 mod context;
@@ -21,6 +22,7 @@ pub mod options;
 #[cfg(any(test, feature = "testing"))]
 pub(crate) mod pause;
 pub(crate) mod planner;
+mod procedure;
 pub mod progress;
 mod runtime;
 pub mod store;
@@ -33,4 +35,4 @@ pub use catalog::LakeStreamCatalog;
 pub use context::LakeStreamContext;
 pub use error::{Error, ErrorKind, NameError, Result};
 pub use extension::LakeStreamExtension;
-pub use planner::config::LakeStreamConfig;
+pub use table::config::LakeStreamConfig;
