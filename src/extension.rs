@@ -3,7 +3,7 @@
 //! [`LakeStreamExtension::install`] adds the planning hooks to a
 //! `SessionContext`: the relation planner that serves `t$rt` (and
 //! paimon-datafusion's, for time travel on `t`), write routing, the
-//! `lakestream.scan_mode` setting, the `lakestream_tier` table function and
+//! `lakestream.scan_mode` setting, the procedures' table functions and
 //! `CREATE EXTERNAL TABLE ... STORED AS PAIMON`. [`LakeStreamContext`] uses
 //! the same hooks and adds the statements DataFusion does not plan (DDL,
 //! `ALTER TABLE`, `CALL`).
@@ -22,20 +22,17 @@ use paimon_datafusion::{BlobReaderRegistry, PaimonCatalogProvider, PaimonRelatio
 use crate::catalog::LakeStreamCatalog;
 use crate::error::Error;
 use crate::options::CatalogStoreOptions;
-use crate::planner::config::LakeStreamConfig;
 use crate::planner::relation::RealtimeRelationPlanner;
 use crate::planner::write::WriteRouting;
-use crate::planner::PlannerState;
 use crate::store::{builtin_registry, StoreRegistry};
-use crate::table::{
-    Maintenance, MaintenanceFunction, PaimonTableFactory, SetAsideFunction, TierFunction,
-    PAIMON_FORMAT, SET_ASIDE_FUNCTION, TIER_FUNCTION,
-};
+use crate::table::config::LakeStreamConfig;
+use crate::table::LakeStreamSession;
+use crate::table::{PaimonTableFactory, PAIMON_FORMAT};
 
 /// The lake-stream hooks of one DataFusion session, and its lake-stream catalogs.
 #[derive(Debug, Clone)]
 pub struct LakeStreamExtension {
-    pub(crate) state: Arc<PlannerState>,
+    pub(crate) state: Arc<LakeStreamSession>,
     registry: Arc<StoreRegistry>,
 }
 
@@ -68,26 +65,13 @@ impl LakeStreamExtension {
     /// The hooks alone, for a session whose Paimon relation planner is
     /// already there (`SQLContext`'s).
     pub(crate) fn install_hooks(ctx: &SessionContext) -> Self {
-        let state = Arc::new(PlannerState::default());
+        let state = Arc::new(LakeStreamSession::default());
         let registry = Arc::new(builtin_registry());
         // Registration fails only for a planner registered twice; this one is new.
         let _ = ctx
             .register_relation_planner(Arc::new(RealtimeRelationPlanner::new(Arc::clone(&state))));
         ctx.add_analyzer_rule(Arc::new(WriteRouting::new(Arc::clone(&state))));
-        ctx.register_udtf(
-            TIER_FUNCTION,
-            Arc::new(TierFunction::new(Arc::clone(&state))),
-        );
-        ctx.register_udtf(
-            SET_ASIDE_FUNCTION,
-            Arc::new(SetAsideFunction::new(Arc::clone(&state))),
-        );
-        for procedure in Maintenance::ALL {
-            ctx.register_udtf(
-                procedure.name(),
-                Arc::new(MaintenanceFunction::new(Arc::clone(&state), procedure)),
-            );
-        }
+        crate::procedure::register(ctx, &state);
         let session_state = ctx.state_ref();
         let mut session_state = session_state.write();
         session_state

@@ -6,6 +6,7 @@
 
 mod batch;
 pub mod catalog;
+mod classification;
 mod clock;
 mod context;
 pub mod error;
@@ -20,6 +21,7 @@ pub mod options;
 #[cfg(any(test, feature = "testing"))]
 pub(crate) mod pause;
 pub(crate) mod planner;
+mod procedure;
 pub mod progress;
 mod retry;
 mod runtime;
@@ -34,4 +36,4 @@ pub use catalog::LakeStreamCatalog;
 pub use context::LakeStreamContext;
 pub use error::{Error, ErrorKind, NameError, Result};
 pub use extension::LakeStreamExtension;
-pub use planner::config::LakeStreamConfig;
+pub use table::config::LakeStreamConfig;

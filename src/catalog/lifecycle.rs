@@ -482,6 +482,9 @@ impl LakeStreamCatalog {
         }
     }
 
+    /// The procedure [`Self::tier`] runs as, and is bounded under.
+    pub(crate) const TIER_PROCEDURE: &'static str = "lakestream_tier";
+
     /// Tiers the store's rows of `identifier` into Paimon now, within the
     /// catalog's procedure bound ([`Self::bounded_procedure`]); the store
     /// itself is created within `lakestream.timeout`.
@@ -499,7 +502,7 @@ impl LakeStreamCatalog {
         let store = lazy.get().await?;
         lazy.check_binding("tiering", &table)?;
         let tiered = self
-            .bounded_procedure(crate::table::TIER_FUNCTION, identifier, store.tier(&table))
+            .bounded_procedure(Self::TIER_PROCEDURE, identifier, store.tier(&table))
             .await;
         match tiered {
             Err(Error::StoreTableMissing { .. }) if !enabled => Ok(TierReport::default()),

@@ -23,7 +23,7 @@ use datafusion::sql::sqlparser::keywords::Keyword;
 use datafusion::sql::sqlparser::parser::Parser;
 use datafusion::sql::sqlparser::tokenizer::{Token, TokenWithSpan, Tokenizer};
 
-use super::history;
+use super::travel;
 use crate::error::{Error, Result};
 
 /// One statement's text, its tokens and, when it is exactly one statement
@@ -40,12 +40,12 @@ pub(crate) struct Parsed<'a> {
     /// of this crate's own (`CREATE CATALOG`, `SHOW CATALOGS`).
     statement: Option<Statement>,
     /// Whether `SQLContext` rewrites a time-travel clause out of the text
-    /// ([`history::travels_in_time`]).
+    /// ([`travel::travels_in_time`]).
     travels_in_time: bool,
     /// The time-travel clauses `SQLContext` rewrites out of the text, each
     /// with its name; the tree has the placeholder [`placeholder`]`(i)`
     /// where clause `i` and its name are (see [`Self::travelled`]).
-    clauses: Vec<history::Clause>,
+    clauses: Vec<travel::Clause>,
 }
 
 /// The prefix of the names that stand for a time-travelled table in a tree:
@@ -79,7 +79,7 @@ impl<'a> Parsed<'a> {
         let tokens = Tokenizer::new(&GenericDialect {}, sql)
             .tokenize_with_location()
             .unwrap_or_default();
-        let travels_in_time = history::travels_in_time(sql);
+        let travels_in_time = travel::travels_in_time(sql);
         let mut parsed = Self {
             sql,
             datafusion_reads_alike,
@@ -87,7 +87,7 @@ impl<'a> Parsed<'a> {
             statement: None,
             travels_in_time,
             clauses: if travels_in_time {
-                history::sqlcontext_clauses(sql)
+                travel::sqlcontext_clauses(sql)
             } else {
                 Vec::new()
             },
@@ -122,7 +122,7 @@ impl<'a> Parsed<'a> {
     /// The time-travel clause a name of the tree stands for, if it stands
     /// for one: `t VERSION AS OF 1` in the text is a placeholder name in
     /// the tree.
-    pub(crate) fn travelled(&self, name: &ObjectName) -> Option<&history::Clause> {
+    pub(crate) fn travelled(&self, name: &ObjectName) -> Option<&travel::Clause> {
         let [ObjectNamePart::Identifier(ident)] = name.0.as_slice() else {
             return None;
         };
@@ -172,7 +172,7 @@ impl<'a> Parsed<'a> {
     }
 
     /// Whether `SQLContext` finds a time-travel clause in the text, which it
-    /// rewrites before parsing ([`history::travels_in_time`]).
+    /// rewrites before parsing ([`travel::travels_in_time`]).
     pub(crate) fn travels_in_time(&self) -> bool {
         self.travels_in_time
     }
@@ -323,10 +323,7 @@ fn parse_create_catalog(parser: &mut Parser<'_>) -> Result<Option<CreateCatalog>
     for option in options {
         match option {
             SqlOption::KeyValue { key, value } => {
-                map.insert(
-                    key.value.clone(),
-                    super::statement::unquote(&value.to_string()),
-                );
+                map.insert(key.value.clone(), unquote(&value.to_string()));
             }
             other => {
                 return Err(syntax(&format!(
@@ -348,6 +345,12 @@ pub(crate) struct CreateCatalog {
     pub(crate) name: String,
     pub(crate) if_not_exists: bool,
     pub(crate) options: HashMap<String, String>,
+}
+
+/// `text` without the spaces around it and the quotes (`'`, `"`, `` ` ``)
+/// at its ends: an option's key or value as written.
+pub(crate) fn unquote(text: &str) -> String {
+    text.trim().trim_matches(['\'', '"', '`']).to_string()
 }
 
 #[cfg(test)]

@@ -15,20 +15,21 @@ use datafusion::logical_expr::planner::{
 use datafusion::sql::sqlparser::ast::{Expr as SqlExpr, TableFactor};
 use paimon::catalog::Catalog;
 
-use super::{history, PlannerState};
+use super::history;
 use crate::error::Error;
 use crate::name::{self, RelationName};
 use crate::options;
+use crate::table::LakeStreamSession;
 use crate::table::RealtimeTable;
 
 /// Plans `t$rt` as a read of the table's store.
 #[derive(Debug)]
 pub(crate) struct RealtimeRelationPlanner {
-    state: Arc<PlannerState>,
+    state: Arc<LakeStreamSession>,
 }
 
 impl RealtimeRelationPlanner {
-    pub(crate) fn new(state: Arc<PlannerState>) -> Self {
+    pub(crate) fn new(state: Arc<LakeStreamSession>) -> Self {
         Self { state }
     }
 }

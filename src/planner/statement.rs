@@ -8,28 +8,27 @@
 //! routed during planning (relation planner, write routing).
 
 use std::ops::ControlFlow;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use datafusion::prelude::SessionContext;
 use datafusion::sql::sqlparser::ast::{
     visit_expressions_mut, visit_relations, AlterTableOperation, DescribeAlias, Expr, FromTable,
     Function, FunctionArg, FunctionArgExpr, FunctionArguments, Ident, ObjectName, ObjectNamePart,
-    Reset, ResetStatement, Set, SetExpr, Statement, TableFactor, TableFunctionArgs, TableObject,
-    Value, Visit, Visitor,
+    Reset, ResetStatement, Set, Statement, TableFactor, TableObject, Visit, Visitor,
 };
 use datafusion::sql::sqlparser::dialect::GenericDialect;
 use datafusion::sql::sqlparser::parser::Parser;
 use datafusion::sql::sqlparser::tokenizer::{Span, Token, Whitespace};
 use paimon::catalog::Identifier;
 
-use super::classify::{Enforcer, Handling, Kind};
 use super::history;
-use super::parsed::Parsed;
-use super::PlannerState;
+use super::parsed::{unquote, Parsed};
 use crate::catalog::LakeStreamCatalog;
+use crate::classification::{Enforcer, Handling, Kind};
 use crate::error::{Error, Result};
 use crate::name::{self, RelationName};
 use crate::options;
+use crate::table::LakeStreamSession;
 
 /// Who plans a statement that passed the filter, and what it is given.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -75,7 +74,7 @@ impl Checked {
 /// Checks statements against the lake-stream contract before they run.
 pub(crate) struct StatementFilter<'a> {
     pub(crate) session: &'a SessionContext,
-    pub(crate) state: &'a Arc<PlannerState>,
+    pub(crate) state: &'a Arc<LakeStreamSession>,
 }
 
 impl StatementFilter<'_> {
@@ -135,8 +134,28 @@ impl StatementFilter<'_> {
             return Ok(Checked::route(Route::SqlContext));
         }
         match (kind, statement) {
-            (Kind::Wrapper, Statement::Explain { statement, .. })
-            | (Kind::Wrapper, Statement::Prepare { statement, .. }) => {
+            (
+                Kind::Wrapper,
+                Statement::Explain {
+                    statement: inner, ..
+                },
+            ) => {
+                let checked = Box::pin(self.check_statement(inner, parsed)).await?;
+                // `EXPLAIN [ANALYZE] CALL`: the plan of the query the call
+                // becomes, which runs the procedure only when executed
+                // (`ANALYZE`); `SQLContext` cannot explain a `CALL`.
+                match (inner.as_ref(), checked.route) {
+                    (Statement::Call(_), Route::Rewritten(query)) => {
+                        let mut explain = statement.clone();
+                        if let Statement::Explain { statement, .. } = &mut explain {
+                            *statement = query;
+                        }
+                        Ok(Checked::route(Route::Rewritten(Box::new(explain))))
+                    }
+                    _ => Ok(Checked::route(Route::SqlContext)),
+                }
+            }
+            (Kind::Wrapper, Statement::Prepare { statement, .. }) => {
                 Box::pin(self.check_statement(statement, parsed)).await?;
                 Ok(Checked::route(Route::SqlContext))
             }
@@ -223,7 +242,7 @@ impl StatementFilter<'_> {
                 let state = self.session.state();
                 let defaults = &state.config_options().catalog;
                 Ok(Checked::route(
-                    match procedure_call(function, &defaults.default_schema)? {
+                    match crate::procedure::call_query(function, &defaults.default_schema)? {
                         Some(query) => Route::Rewritten(Box::new(query)),
                         None => Route::SqlContext,
                     },
@@ -243,7 +262,7 @@ impl StatementFilter<'_> {
                     let key = unquote(&name.to_string());
                     // DataFusion resets its own settings only: a read
                     // setting of ours is set back to its default instead.
-                    if let Some(default) = crate::planner::config::default_of(&key) {
+                    if let Some(default) = crate::table::config::default_of(&key) {
                         return reset_read_setting(&key, &default);
                     }
                     let paimon_key = options::strip_prefix_ignore_ascii_case(&key, "paimon.");
@@ -568,7 +587,7 @@ fn check_set(variable: &str, value: Option<String>) -> Result<Checked> {
             reset_all: false,
         });
     }
-    if options::is_lakestream_key(&key) && !crate::planner::config::is_read_setting(&key) {
+    if options::is_lakestream_key(&key) && !crate::table::config::is_read_setting(&key) {
         options::reject_session_key(&key, "SET")?;
     }
     Ok(Checked::route(Route::SqlContext))
@@ -647,164 +666,6 @@ fn refuse_realtime_target(name: &ObjectName) -> Result<()> {
     Ok(())
 }
 
-/// `CALL [catalog.][sys.]lakestream_tier('db.t')` as the query of its table
-/// function. With a catalog part, the table argument is read in that
-/// catalog: `CALL c.sys.lakestream_tier('db.t')` tiers `c.db.t`.
-fn procedure_call(function: &Function, default_schema: &str) -> Result<Option<Statement>> {
-    let parts: Vec<&Ident> = function
-        .name
-        .0
-        .iter()
-        .filter_map(ObjectNamePart::as_ident)
-        .collect();
-    let (catalog, name) = match parts.as_slice() {
-        [name] => (None, *name),
-        [sys, name] if sys.value.eq_ignore_ascii_case("sys") => (None, *name),
-        [catalog, sys, name] if sys.value.eq_ignore_ascii_case("sys") => (Some(*catalog), *name),
-        _ => return Ok(None),
-    };
-    let Some(procedure) = [
-        crate::table::TIER_FUNCTION,
-        crate::table::SET_ASIDE_FUNCTION,
-    ]
-    .into_iter()
-    .chain(crate::table::Maintenance::ALL.map(crate::table::Maintenance::name))
-    .find(|procedure| name.value.eq_ignore_ascii_case(procedure)) else {
-        return Ok(None);
-    };
-    let mut args = function.args.clone();
-    // Paimon names the table argument: `table => 'db.t'` is the first one.
-    if let FunctionArguments::List(list) = &mut args {
-        for arg in &mut list.args {
-            if let FunctionArg::Named {
-                name, arg: value, ..
-            } = arg
-            {
-                if name.value.eq_ignore_ascii_case("table") {
-                    *arg = FunctionArg::Unnamed(value.clone());
-                }
-            }
-        }
-    }
-    // Paimon's named arguments of `expire_snapshots` and
-    // `remove_orphan_files` become positional ones, in the table function's
-    // order, NULL where not given.
-    let named = crate::table::Maintenance::named(procedure)
-        .map(crate::table::Maintenance::arguments)
-        .filter(|names| !names.is_empty());
-    if let Some(names) = named {
-        if let FunctionArguments::List(list) = &mut args {
-            let mut positional: Vec<Option<FunctionArg>> = vec![None; names.len() + 1];
-            let mut next = 0;
-            for arg in list.args.drain(..) {
-                match arg {
-                    FunctionArg::Named { name, arg, .. } => {
-                        let Some(at) = names
-                            .iter()
-                            .position(|n| n.eq_ignore_ascii_case(&name.value))
-                        else {
-                            return Err(Error::InvalidStatement {
-                                statement: format!("CALL sys.{procedure}"),
-                                reason: format!(
-                                    "unknown argument '{}'; it takes table, {}",
-                                    name.value,
-                                    names.join(", ")
-                                ),
-                            });
-                        };
-                        if positional[at + 1]
-                            .replace(FunctionArg::Unnamed(arg))
-                            .is_some()
-                        {
-                            return Err(Error::InvalidStatement {
-                                statement: format!("CALL sys.{procedure}"),
-                                reason: format!("argument '{}' is given twice", name.value),
-                            });
-                        }
-                    }
-                    other => {
-                        if next < positional.len() {
-                            positional[next] = Some(other);
-                        }
-                        next += 1;
-                    }
-                }
-            }
-            let null = || {
-                FunctionArg::Unnamed(FunctionArgExpr::Expr(Expr::Value(
-                    Value::Null.with_empty_span(),
-                )))
-            };
-            let last = positional.iter().rposition(Option::is_some).unwrap_or(0);
-            list.args = positional
-                .into_iter()
-                .take(last + 1)
-                .map(|arg| arg.unwrap_or_else(null))
-                .collect();
-        }
-    }
-    if let (Some(catalog), FunctionArguments::List(list)) = (catalog, &mut args) {
-        if let Some(FunctionArg::Unnamed(FunctionArgExpr::Expr(Expr::Value(value)))) =
-            list.args.first_mut()
-        {
-            if let Value::SingleQuotedString(table) = &mut value.value {
-                let qualified = match name::parse_table_name_keeping_case(table)?.len() {
-                    1 => format!("{catalog}.{}.{table}", name::sql_name(&[default_schema])),
-                    2 => format!("{catalog}.{table}"),
-                    _ => table.clone(),
-                };
-                *table = qualified;
-            }
-        }
-    }
-    let args = match args {
-        FunctionArguments::List(list) => list.args,
-        FunctionArguments::None => Vec::new(),
-        FunctionArguments::Subquery(_) => {
-            return Err(Error::InvalidStatement {
-                statement: format!("CALL sys.{procedure}"),
-                reason: "it takes arguments, not a query".to_string(),
-            })
-        }
-    };
-    table_function_query(procedure, args).map(Some)
-}
-
-/// `SELECT * FROM procedure(args)`, as a tree: the query a procedure call
-/// becomes. Built on a template parsed once per process, not on text.
-fn table_function_query(procedure: &str, args: Vec<FunctionArg>) -> Result<Statement> {
-    static TEMPLATE: OnceLock<Option<Statement>> = OnceLock::new();
-    let template = TEMPLATE.get_or_init(|| {
-        Parser::parse_sql(&GenericDialect {}, "SELECT * FROM f()")
-            .ok()
-            .and_then(|mut statements| statements.pop())
-    });
-    let unexpected = || {
-        Error::Internal("the query template of procedure calls does not parse as one".to_string())
-    };
-    let mut statement = template.clone().ok_or_else(unexpected)?;
-    let Statement::Query(query) = &mut statement else {
-        return Err(unexpected());
-    };
-    let SetExpr::Select(select) = query.body.as_mut() else {
-        return Err(unexpected());
-    };
-    let Some(TableFactor::Table {
-        name,
-        args: table_args,
-        ..
-    }) = select.from.first_mut().map(|from| &mut from.relation)
-    else {
-        return Err(unexpected());
-    };
-    *name = ObjectName::from(vec![Ident::new(procedure)]);
-    *table_args = Some(TableFunctionArgs {
-        args,
-        settings: None,
-    });
-    Ok(statement)
-}
-
 /// Every dotted name in `tokens` (`a`, `a.b`, `"A".b.c`), `t$rt` read as
 /// `t`; `tokens` without whitespace and comments.
 fn object_names<'t>(tokens: impl Iterator<Item = &'t Token>) -> Vec<ObjectName> {
@@ -842,10 +703,6 @@ fn object_names<'t>(tokens: impl Iterator<Item = &'t Token>) -> Vec<ObjectName> 
     }
     finish(&mut current);
     names
-}
-
-pub(crate) fn unquote(text: &str) -> String {
-    text.trim().trim_matches(['\'', '"', '`']).to_string()
 }
 
 fn table_factor_name(factor: &TableFactor) -> Option<&ObjectName> {
@@ -1026,7 +883,7 @@ mod tests {
 
     /// A filter over a session whose default catalog is a lake-stream
     /// catalog on an empty warehouse in `dir`.
-    fn filter_state(dir: &std::path::Path) -> (SessionContext, Arc<PlannerState>) {
+    fn filter_state(dir: &std::path::Path) -> (SessionContext, Arc<LakeStreamSession>) {
         let session = SessionContext::new();
         let default_catalog = session
             .state()
@@ -1040,7 +897,7 @@ mod tests {
             paimon::Options::from_map(options.clone()),
         ))
         .unwrap();
-        let state = Arc::new(PlannerState::default());
+        let state = Arc::new(LakeStreamSession::default());
         state.add_catalog(Arc::new(LakeStreamCatalog::new(
             &default_catalog,
             paimon,

@@ -37,20 +37,20 @@ use datafusion::logical_expr::{
 use datafusion::optimizer::AnalyzerRule;
 use paimon_datafusion::PaimonTableProvider;
 
-use super::{full_name, PlannerState};
 use crate::error::Error;
 use crate::options;
 use crate::store::StoreBinding;
+use crate::table::{full_name, LakeStreamSession};
 use crate::table::{PaimonWriteTable, RealtimeTable, RowChange, StoreWriteTable};
 
 /// Swaps the target of DML on lake-stream tables for [`StoreWriteTable`].
 #[derive(Debug)]
 pub(crate) struct WriteRouting {
-    state: Arc<PlannerState>,
+    state: Arc<LakeStreamSession>,
 }
 
 impl WriteRouting {
-    pub(crate) fn new(state: Arc<PlannerState>) -> Self {
+    pub(crate) fn new(state: Arc<LakeStreamSession>) -> Self {
         Self { state }
     }
 

@@ -20,9 +20,9 @@ use paimon::catalog::Identifier;
 use paimon::{CatalogFactory, Options};
 use paimon_datafusion::PaimonTableProvider;
 
+use super::session::{ExternalTable, LakeStreamSession};
 use crate::error::Error;
 use crate::options::{self, CatalogStoreOptions};
-use crate::planner::{ExternalTable, PlannerState};
 use crate::store::{LazyStore, StoreBinding, StoreRegistry};
 
 /// The `STORED AS` name this factory is registered under.
@@ -31,12 +31,12 @@ pub(crate) const PAIMON_FORMAT: &str = "PAIMON";
 /// Opens Paimon tables by path for `CREATE EXTERNAL TABLE ... STORED AS PAIMON`.
 #[derive(Debug)]
 pub(crate) struct PaimonTableFactory {
-    state: Arc<PlannerState>,
+    state: Arc<LakeStreamSession>,
     registry: Arc<StoreRegistry>,
 }
 
 impl PaimonTableFactory {
-    pub(crate) fn new(state: Arc<PlannerState>, registry: Arc<StoreRegistry>) -> Self {
+    pub(crate) fn new(state: Arc<LakeStreamSession>, registry: Arc<StoreRegistry>) -> Self {
         Self { state, registry }
     }
 }

@@ -13,11 +13,11 @@ use datafusion::physical_plan::ExecutionPlan;
 use paimon::table::Table;
 use paimon_datafusion::PaimonTableProvider;
 
+use super::config::LakeStreamConfig;
 use crate::error::Error;
 use crate::exec::merge::Merger;
 use crate::exec::realtime::{ReadLayout, RealtimeScanExec, DEFAULT_MEMORY_BUDGET};
 use crate::merge::MergeSpec;
-use crate::planner::config::LakeStreamConfig;
 use crate::store::{primary_keys, ScanMode, StoreBinding};
 
 /// `t$rt`: the Paimon snapshot the store has tiered plus the store's newer rows.

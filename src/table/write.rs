@@ -22,10 +22,10 @@ use datafusion::logical_expr::Expr;
 use datafusion::physical_plan::ExecutionPlan;
 use paimon::table::Table;
 
+use crate::classification::Kind;
 use crate::error::{Error, Result};
 use crate::exec::sink::StoreSink;
 use crate::merge::MergeSpec;
-use crate::planner::classify::Kind;
 use crate::store::{primary_keys, LazyStore, StoreBinding, WriteKind};
 
 /// What the rows a [`StoreWriteTable`] receives are.

@@ -12,6 +12,7 @@ mod drops;
 mod durability;
 mod embed;
 mod expire;
+mod explain_procedures;
 mod faults;
 #[cfg(feature = "fluss")]
 mod fluss;

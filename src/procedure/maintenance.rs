@@ -19,7 +19,7 @@
 //! On a lake-stream table of the catalog's store each runs under the
 //! store's commit lock ([`crate::catalog::LakeStreamCatalog::maintain`]), as
 //! the maintenance after a tiering round does. Like the store's procedures,
-//! each is a [`ProcedureTable`]: planning a scan of it runs it.
+//! each is a [`ProcedureTable`], which runs it when its plan is executed.
 
 use std::sync::Arc;
 
@@ -32,13 +32,14 @@ use datafusion::error::{DataFusionError, Result as DFResult};
 use datafusion::logical_expr::Expr;
 use paimon::table::Table;
 
-use super::tier::{resolve, ProcedureTable, Run};
+use super::plan::{ProcedureTable, Run};
+use super::target::resolve;
 use crate::error::Result;
 use crate::maintenance::expire::{expire_snapshots, Expiry};
 use crate::maintenance::orphans::{find_orphan_files, remove_orphan_files};
 use crate::maintenance::tags::create_tag;
 use crate::maintenance::{compact, compact_manifests, Compaction, When};
-use crate::planner::PlannerState;
+use crate::table::LakeStreamSession;
 
 /// A maintenance procedure.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -57,6 +58,7 @@ pub(crate) enum Maintenance {
 
 impl Maintenance {
     /// Every maintenance procedure.
+    #[cfg(test)]
     pub(crate) const ALL: [Maintenance; 5] = [
         Maintenance::CompactManifest,
         Maintenance::Compact,
@@ -74,13 +76,6 @@ impl Maintenance {
             Maintenance::RemoveOrphanFiles => "remove_orphan_files",
             Maintenance::CreateTag => "create_tag",
         }
-    }
-
-    /// The procedure called `name` (any ASCII case).
-    pub(crate) fn named(name: &str) -> Option<Self> {
-        Self::ALL
-            .into_iter()
-            .find(|m| m.name().eq_ignore_ascii_case(name))
     }
 
     /// Its arguments after the table, in order (Paimon's names): `CALL`'s
@@ -269,13 +264,13 @@ impl Job {
 
 /// A maintenance procedure's table function.
 #[derive(Debug)]
-pub(crate) struct MaintenanceFunction {
-    state: Arc<PlannerState>,
+pub(super) struct MaintenanceFunction {
+    state: Arc<LakeStreamSession>,
     procedure: Maintenance,
 }
 
 impl MaintenanceFunction {
-    pub(crate) fn new(state: Arc<PlannerState>, procedure: Maintenance) -> Self {
+    pub(super) fn new(state: Arc<LakeStreamSession>, procedure: Maintenance) -> Self {
         Self { state, procedure }
     }
 }
@@ -383,11 +378,11 @@ impl TableFunctionImpl for MaintenanceFunction {
             },
         };
         let target = resolve(&self.state, &args, function, name)?;
-        Ok(Arc::new(ProcedureTable {
+        Ok(Arc::new(ProcedureTable::new(
             target,
-            run: Run::Maintenance(job),
-            schema: procedure.schema(),
-        }))
+            Run::Maintenance(job),
+            procedure.schema(),
+        )))
     }
 }
 
