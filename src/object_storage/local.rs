@@ -82,7 +82,6 @@ impl Rules for NoReplace {
     }
 }
 
-
 /// Gives `from` the name `to` unless a file has it: a hard link, then the
 /// old name removed.
 ///

@@ -23,6 +23,7 @@
 
 use std::sync::Arc;
 
+use async_trait::async_trait;
 use datafusion::arrow::array::{ArrayRef, Int64Array, StringArray, UInt64Array};
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use datafusion::catalog::{TableFunctionArgs, TableFunctionImpl};
@@ -30,10 +31,12 @@ use datafusion::common::ScalarValue;
 use datafusion::datasource::TableProvider;
 use datafusion::error::{DataFusionError, Result as DFResult};
 use datafusion::logical_expr::Expr;
+use paimon::catalog::Identifier;
 use paimon::table::Table;
 
 use super::plan::{ProcedureTable, Run};
 use super::target::resolve;
+use crate::catalog::LakeStreamCatalog;
 use crate::error::Result;
 use crate::maintenance::expire::{expire_snapshots, Expiry};
 use crate::maintenance::orphans::{find_orphan_files, remove_orphan_files};
@@ -380,9 +383,31 @@ impl TableFunctionImpl for MaintenanceFunction {
         let target = resolve(&self.state, &args, function, name)?;
         Ok(Arc::new(ProcedureTable::new(
             target,
-            Run::Maintenance(job),
+            job,
             procedure.schema(),
         )))
+    }
+}
+
+#[async_trait]
+impl Run for Job {
+    fn procedure(&self) -> &'static str {
+        Job::procedure(self).name()
+    }
+
+    async fn columns(
+        &self,
+        catalog: &LakeStreamCatalog,
+        identifier: &Identifier,
+        name: ArrayRef,
+    ) -> DFResult<Vec<ArrayRef>> {
+        let job = self.clone();
+        let columns = catalog
+            .maintain(Job::procedure(self).name(), identifier, |table| {
+                Box::pin(job.run(table))
+            })
+            .await?;
+        Ok(std::iter::once(name).chain(columns).collect())
     }
 }
 

@@ -7,7 +7,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use datafusion::arrow::array::{ArrayRef, RecordBatch, StringArray, UInt64Array};
+use datafusion::arrow::array::{ArrayRef, RecordBatch, StringArray};
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::catalog::Session;
 use datafusion::datasource::{TableProvider, TableType};
@@ -20,41 +20,35 @@ use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties,
 };
-use paimon::catalog::Catalog as _;
+use paimon::catalog::Identifier;
 
-use super::maintenance::Job;
-use super::store::{SET_ASIDE, TIER};
 use super::target::Target;
-use crate::catalog::WhenOff;
-use crate::error::Error;
+use crate::catalog::LakeStreamCatalog;
 
-/// What a procedure's run does.
-#[derive(Debug)]
-pub(super) enum Run {
-    /// `lakestream_tier`.
-    Tier,
-    /// `lakestream_set_aside` of the segment at this position.
-    SetAside(u64),
-    /// A maintenance procedure.
-    Maintenance(Job),
-}
-
-impl Run {
+/// What a procedure's run does, implemented by each procedure
+/// ([`super::store`], [`super::maintenance`]): this module runs any of them
+/// and names none.
+#[async_trait]
+pub(super) trait Run: fmt::Debug + Send + Sync {
     /// The procedure's name.
-    fn procedure(&self) -> &'static str {
-        match self {
-            Run::Tier => TIER,
-            Run::SetAside(_) => SET_ASIDE,
-            Run::Maintenance(job) => job.procedure().name(),
-        }
-    }
+    fn procedure(&self) -> &'static str;
+
+    /// Runs the procedure on `identifier` of `catalog`: the columns of its
+    /// one-row answer, `name` (the table's name as a column) first where
+    /// the answer has it.
+    async fn columns(
+        &self,
+        catalog: &LakeStreamCatalog,
+        identifier: &Identifier,
+        name: ArrayRef,
+    ) -> DFResult<Vec<ArrayRef>>;
 }
 
 /// A procedure called with its arguments, on its table.
 #[derive(Debug)]
 pub(super) struct Call {
     pub(super) target: Target,
-    pub(super) run: Run,
+    pub(super) run: Box<dyn Run>,
     /// The columns of its one-row answer.
     pub(super) schema: SchemaRef,
 }
@@ -63,40 +57,11 @@ impl Call {
     /// Runs the procedure, answering its row.
     async fn answer(&self) -> DFResult<RecordBatch> {
         let identifier = self.target.identifier().await;
-        let catalog = &self.target.catalog;
         let name: ArrayRef = Arc::new(StringArray::from(vec![identifier.full_name()]));
-        let columns: Vec<ArrayRef> = match &self.run {
-            Run::Tier => {
-                let report = catalog.tier(&identifier, WhenOff::Refuse).await?;
-                vec![
-                    name,
-                    Arc::new(UInt64Array::from(vec![report.rows])),
-                    Arc::new(UInt64Array::from(vec![report.commits])),
-                    Arc::new(UInt64Array::from(vec![report.position])),
-                ]
-            }
-            Run::SetAside(position) => {
-                let table = catalog.get_table(&identifier).await.map_err(Error::from)?;
-                let lazy = catalog
-                    .binding()
-                    .require("setting a segment aside", &identifier)?;
-                let store = lazy.get().await?;
-                lazy.check_binding("setting a segment aside of", &table)?;
-                let result = catalog
-                    .bounded_procedure(SET_ASIDE, &identifier, store.set_aside(&table, *position))
-                    .await?;
-                vec![Arc::new(StringArray::from(vec![result]))]
-            }
-            Run::Maintenance(job) => {
-                let job = job.clone();
-                let columns = catalog
-                    .maintain(job.procedure().name(), &identifier, |table| {
-                        Box::pin(job.run(table))
-                    })
-                    .await?;
-                std::iter::once(name).chain(columns).collect()
-            }
-        };
+        let columns = self
+            .run
+            .columns(&self.target.catalog, &identifier, name)
+            .await?;
         Ok(RecordBatch::try_new(Arc::clone(&self.schema), columns)?)
     }
 }
@@ -108,11 +73,11 @@ pub(super) struct ProcedureTable {
 }
 
 impl ProcedureTable {
-    pub(super) fn new(target: Target, run: Run, schema: SchemaRef) -> Self {
+    pub(super) fn new(target: Target, run: impl Run + 'static, schema: SchemaRef) -> Self {
         Self {
             call: Arc::new(Call {
                 target,
-                run,
+                run: Box::new(run),
                 schema,
             }),
         }

@@ -11,16 +11,20 @@
 
 use std::sync::Arc;
 
+use async_trait::async_trait;
+use datafusion::arrow::array::{ArrayRef, StringArray, UInt64Array};
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::catalog::{TableFunctionArgs, TableFunctionImpl};
 use datafusion::common::ScalarValue;
 use datafusion::datasource::TableProvider;
 use datafusion::error::{DataFusionError, Result as DFResult};
 use datafusion::logical_expr::Expr;
+use paimon::catalog::{Catalog as _, Identifier};
 
 use super::plan::{ProcedureTable, Run};
 use super::target::resolve;
-use crate::catalog::LakeStreamCatalog;
+use crate::catalog::{LakeStreamCatalog, WhenOff};
+use crate::error::Error;
 use crate::table::LakeStreamSession;
 
 /// The name the tiering procedure is called and registered under.
@@ -54,11 +58,7 @@ impl TableFunctionImpl for TierFunction {
             return Err(usage());
         };
         let target = resolve(&self.state, &args, TIER, name)?;
-        Ok(Arc::new(ProcedureTable::new(
-            target,
-            Run::Tier,
-            report_schema(),
-        )))
+        Ok(Arc::new(ProcedureTable::new(target, Tier, report_schema())))
     }
 }
 
@@ -97,13 +97,68 @@ impl TableFunctionImpl for SetAsideFunction {
         let target = resolve(&self.state, &args, SET_ASIDE, name)?;
         Ok(Arc::new(ProcedureTable::new(
             target,
-            Run::SetAside(position),
+            SetAside(position),
             Arc::new(Schema::new(vec![Field::new(
                 "result",
                 DataType::Utf8,
                 false,
             )])),
         )))
+    }
+}
+
+/// `lakestream_tier`'s run.
+#[derive(Debug)]
+struct Tier;
+
+#[async_trait]
+impl Run for Tier {
+    fn procedure(&self) -> &'static str {
+        TIER
+    }
+
+    async fn columns(
+        &self,
+        catalog: &LakeStreamCatalog,
+        identifier: &Identifier,
+        name: ArrayRef,
+    ) -> DFResult<Vec<ArrayRef>> {
+        let report = catalog.tier(identifier, WhenOff::Refuse).await?;
+        Ok(vec![
+            name,
+            Arc::new(UInt64Array::from(vec![report.rows])),
+            Arc::new(UInt64Array::from(vec![report.commits])),
+            Arc::new(UInt64Array::from(vec![report.position])),
+        ])
+    }
+}
+
+/// `lakestream_set_aside`'s run, of the segment at this position.
+#[derive(Debug)]
+struct SetAside(u64);
+
+#[async_trait]
+impl Run for SetAside {
+    fn procedure(&self) -> &'static str {
+        SET_ASIDE
+    }
+
+    async fn columns(
+        &self,
+        catalog: &LakeStreamCatalog,
+        identifier: &Identifier,
+        _name: ArrayRef,
+    ) -> DFResult<Vec<ArrayRef>> {
+        let table = catalog.get_table(identifier).await.map_err(Error::from)?;
+        let lazy = catalog
+            .binding()
+            .require("setting a segment aside", identifier)?;
+        let store = lazy.get().await?;
+        lazy.check_binding("setting a segment aside of", &table)?;
+        let result = catalog
+            .bounded_procedure(SET_ASIDE, identifier, store.set_aside(&table, self.0))
+            .await?;
+        Ok(vec![Arc::new(StringArray::from(vec![result]))])
     }
 }
 
