@@ -1007,21 +1007,4 @@ mod tests {
             "{err}"
         );
     }
-
-    #[test]
-    fn a_round_is_due_at_the_target_size_or_the_max_delay() {
-        let delay = Duration::from_secs(180);
-        let nothing = table::Waiting::default();
-        assert!(!nothing.due(1, delay, i64::MAX));
-        let young = table::Waiting {
-            entries: 3,
-            bytes: 1000,
-            oldest_ms: Some(10_000),
-        };
-        assert!(!young.due(1001, delay, 10_000 + 179_999));
-        assert!(young.due(1000, delay, 10_000));
-        assert!(young.due(1001, delay, 10_000 + 180_000));
-        // A clock behind the files' times: only the size counts.
-        assert!(!young.due(1001, delay, 0));
-    }
 }
