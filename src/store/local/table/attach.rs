@@ -20,9 +20,9 @@ use object_store::path::Path;
 use paimon::table::Table;
 
 use super::super::error::LocalStoreError;
-use super::super::{path, LOCAL};
 use super::super::root::Replaced;
 use super::super::segment::log_schema;
+use super::super::{path, LOCAL};
 use super::incarnation::{
     new_incarnation_id, paimon_created_ms, pin, unpin, Incarnation, TableMeta, META_FORMAT,
 };

@@ -1,0 +1,199 @@
+//! The table locks a root holds across processes: the tiering lock (one
+//! tierer, attacher or dropper of a table at a time) and the trim lock
+//! (writes shared, deleting segments exclusive).
+//!
+//! These are methods of [`Root`], which knows whether it is local disk:
+//!
+//! - **Local disk:** an OS file lock (`tier.lock`, `trim.lock` in the
+//!   table's directory), released by the OS when its holder dies.
+//! - **S3:** the tiering lock is a lease ([`Lease`]), which a holder that
+//!   dies holds until it expires; its commits are fenced besides. There is
+//!   no trim lock: the log retention keeps deleted numbers out of a write's
+//!   reach.
+//! - **Other roots** (`memory://`, registered ones) are used by one
+//!   process: the caller's in-process lock is all there is.
+//!
+//! The trim lock's reads happen under the lock, in its own trip to the
+//! blocking pool, so an exclusive holder cannot run between the two.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use object_store::path::Path;
+
+use super::disk::create_dirs_durably;
+use super::error::LocalStoreError;
+use super::lease::Lease;
+use super::root::Root;
+use crate::error::Result;
+use crate::object_storage;
+
+/// A table's tiering lock across processes, held until dropped.
+#[derive(Debug)]
+pub(crate) enum TierLock {
+    /// Local disk: an OS file lock.
+    File { _file: std::fs::File },
+    /// S3: a lease held through conditional puts.
+    Lease { _lease: Lease },
+    /// A root one process uses: its in-process lock is all there is.
+    InProcess,
+}
+
+/// A held lock file and the files read under it (`None`: absent).
+pub(crate) type LockedReads = (std::fs::File, Vec<Option<Bytes>>);
+
+impl Root {
+    /// Holds the table's tiering lock across processes until dropped. On
+    /// local disk it is an OS file lock, so a holder that crashes releases
+    /// it; on S3 a lease ([`Lease`]), which a holder that crashes holds
+    /// until it expires; other roots (`memory://`, registered ones) are used
+    /// by one process, and the caller's in-process lock is enough.
+    pub(crate) async fn lock_tiering(self: &Arc<Self>, table_dir: &Path) -> Result<TierLock> {
+        if object_storage::is_s3(&self.url) {
+            return Ok(TierLock::Lease {
+                _lease: Lease::acquire(self, table_dir, self.lease_ttl).await?,
+            });
+        }
+        Ok(
+            match self
+                .lock_file(table_dir, "tier.lock", false, Vec::new())
+                .await?
+            {
+                Some((file, _)) => TierLock::File { _file: file },
+                None => TierLock::InProcess,
+            },
+        )
+    }
+
+    /// Holds the table's trim lock until dropped: shared by writes between
+    /// reading the tiered position and creating their segment, exclusive
+    /// while tiering deletes segments, so a segment number is never taken
+    /// again after its segment was deleted. On local disk only; elsewhere
+    /// the log retention keeps deleted numbers out of a write's reach.
+    pub(crate) async fn lock_trim(
+        &self,
+        table_dir: &Path,
+        shared: bool,
+    ) -> Result<Option<std::fs::File>> {
+        Ok(self
+            .lock_file(table_dir, "trim.lock", shared, Vec::new())
+            .await?
+            .map(|(lock, _)| lock))
+    }
+
+    /// [`Self::lock_trim`], shared, and then the objects `paths` read
+    /// under it (each `None` when absent), in the same trip to the
+    /// blocking pool: a write's checks cost one hop, not one per file.
+    /// `None` off local disk.
+    pub(crate) async fn lock_trim_reading(
+        &self,
+        table_dir: &Path,
+        paths: Vec<Path>,
+    ) -> Result<Option<LockedReads>> {
+        self.lock_file(table_dir, "trim.lock", true, paths).await
+    }
+
+    async fn lock_file(
+        &self,
+        table_dir: &Path,
+        name: &str,
+        shared: bool,
+        paths: Vec<Path>,
+    ) -> Result<Option<LockedReads>> {
+        let Some(file) = self.local_file(&table_dir.clone().join(name)) else {
+            return Ok(None);
+        };
+        let Some(files) = paths
+            .iter()
+            .map(|path| self.local_file(path))
+            .collect::<Option<Vec<_>>>()
+        else {
+            return Ok(None);
+        };
+        let top = self.local_dir.clone();
+        let locked = tokio::task::spawn_blocking(move || {
+            if let Some(parent) = file.parent() {
+                create_dirs_durably(top.as_deref(), parent)?;
+            }
+            let lock = std::fs::OpenOptions::new()
+                .create(true)
+                .truncate(false)
+                .write(true)
+                .open(&file)?;
+            if shared {
+                lock.lock_shared()?;
+            } else {
+                lock.lock()?;
+            }
+            // Read only once the lock is held, and in this thread.
+            let read = files.iter().map(|file| match std::fs::read(file) {
+                Ok(bytes) => Ok(Some(Bytes::from(bytes))),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+                Err(e) => Err(e),
+            });
+            Ok::<_, std::io::Error>((lock, read.collect::<Vec<_>>()))
+        })
+        .await
+        .map_err(|source| LocalStoreError::Blocking {
+            what: format!("locking '{name}'"),
+            source,
+        })?
+        .map_err(|source| LocalStoreError::Lock {
+            name: name.to_string(),
+            source,
+        })?;
+        let (lock, read) = locked;
+        let read = read
+            .into_iter()
+            .zip(paths)
+            .map(|(read, path)| read.map_err(|source| LocalStoreError::ReadFile { path, source }))
+            .collect::<std::result::Result<Vec<_>, _>>()?;
+        Ok(Some((lock, read)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::object_storage::S3Options;
+
+    /// A write's checks read their files while it holds the trim lock, in
+    /// the lock's own trip: an exclusive holder (a trim, a drop) cannot run
+    /// between the lock and the reads.
+    #[tokio::test]
+    async fn files_are_read_under_a_held_trim_lock() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let root = Root::open(
+            &dir.path().display().to_string(),
+            &S3Options::default(),
+            Duration::from_secs(60),
+        )
+        .expect("a local root");
+        let table = Path::from("db/t");
+        let there = table.clone().join("table.json");
+        let absent = table.clone().join("tiered.json");
+        root.put_replace(&there, Bytes::from_static(b"{}"))
+            .await
+            .expect("a put");
+        let (lock, read) = root
+            .lock_trim_reading(&table, vec![there, absent])
+            .await
+            .expect("the lock and the reads")
+            .expect("a local root locks");
+        assert_eq!(read, vec![Some(Bytes::from_static(b"{}")), None]);
+        // Held shared: an exclusive lock must wait until it goes.
+        let file = dir.path().join("db/t/trim.lock");
+        let exclusive = std::fs::OpenOptions::new()
+            .write(true)
+            .open(&file)
+            .expect("the lock file");
+        assert!(
+            exclusive.try_lock().is_err(),
+            "a trim got in under a write's lock"
+        );
+        drop(lock);
+        assert!(exclusive.try_lock().is_ok());
+    }
+}
