@@ -16,7 +16,7 @@
 use std::path::PathBuf;
 use std::sync::{Mutex, OnceLock};
 
-use super::root::Created;
+use crate::object_storage::create::Created;
 
 /// Creates the directories up to `dir` that are missing, fsyncing each new
 /// one into its parent, so their entries survive power loss. `top` (the

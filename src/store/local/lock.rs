@@ -6,8 +6,9 @@
 //!
 //! - **Local disk:** an OS file lock (`tier.lock`, `trim.lock` in the
 //!   table's directory), released by the OS when its holder dies.
-//! - **S3:** the tiering lock is a lease ([`Lease`]), which a holder that
-//!   dies holds until it expires; its commits are fenced besides. There is
+//! - **S3:** the tiering lock is a lease ([`Lease`], the storage layer's,
+//!   on this root's objects: [`Root`] is its [`LeaseObjects`]), which a
+//!   holder that dies holds until it expires; its commits are fenced besides. There is
 //!   no trim lock: the log retention keeps deleted numbers out of a write's
 //!   reach.
 //! - **Other roots** (`memory://`, registered ones) are used by one
@@ -23,10 +24,12 @@ use object_store::path::Path;
 
 use super::disk::create_dirs_durably;
 use super::error::LocalStoreError;
-use super::lease::Lease;
-use super::root::Root;
-use crate::error::Result;
+use super::path;
+use super::root::{PutFailed, Root};
+use crate::error::{Error, Result};
 use crate::object_storage;
+use crate::object_storage::create::Created;
+use crate::object_storage::lease::{Lease, LeaseObjects};
 
 /// A table's tiering lock across processes, held until dropped.
 #[derive(Debug)]
@@ -34,7 +37,7 @@ pub(crate) enum TierLock {
     /// Local disk: an OS file lock.
     File { _file: std::fs::File },
     /// S3: a lease held through conditional puts.
-    Lease { _lease: Lease },
+    Lease { _lease: Lease<Root> },
     /// A root one process uses: its in-process lock is all there is.
     InProcess,
 }
@@ -51,7 +54,12 @@ impl Root {
     pub(crate) async fn lock_tiering(self: &Arc<Self>, table_dir: &Path) -> Result<TierLock> {
         if object_storage::is_s3(&self.url) {
             return Ok(TierLock::Lease {
-                _lease: Lease::acquire(self, table_dir, self.lease_ttl).await?,
+                _lease: Lease::acquire(
+                    Arc::clone(self),
+                    path::lease_dir(table_dir),
+                    self.lease_ttl,
+                )
+                .await?,
             });
         }
         Ok(
@@ -152,12 +160,47 @@ impl Root {
     }
 }
 
+/// A root's objects hold its tables' tiering leases.
+#[async_trait::async_trait]
+impl LeaseObjects for Root {
+    type Error = Error;
+
+    async fn list(&self, dir: &Path) -> Result<Vec<Path>> {
+        use futures::TryStreamExt;
+        let listed = self
+            .objects
+            .list(Some(dir))
+            .map_ok(|meta| meta.location)
+            .try_collect()
+            .await
+            .map_err(|source| LocalStoreError::ListLease { source })?;
+        Ok(listed)
+    }
+
+    async fn get(&self, path: &Path) -> Result<Option<Bytes>> {
+        Root::get(self, path).await
+    }
+
+    async fn create(&self, path: &Path, bytes: Bytes) -> Result<Created> {
+        match self.put_new(path, bytes).await {
+            Ok(created) => Ok(created),
+            Err(PutFailed::NotApplied(e) | PutFailed::Unknown(e)) => Err(e),
+        }
+    }
+
+    async fn delete(&self, path: &Path) -> Result<()> {
+        Root::delete(self, path).await
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::time::Duration;
 
     use super::*;
+    use crate::object_storage::lease::holders;
     use crate::object_storage::S3Options;
+    use crate::store::faulty::{Fault, Faults, FaultyStore, Op, Rule};
 
     /// A write's checks read their files while it holds the trim lock, in
     /// the lock's own trip: an exclusive holder (a trim, a drop) cannot run
@@ -195,5 +238,65 @@ mod tests {
         );
         drop(lock);
         assert!(exclusive.try_lock().is_ok());
+    }
+
+    /// A renewal that reaches the store after the lease ran out, was taken
+    /// over, released and taken again lands on a number free again: it
+    /// must neither count as the lease nor take the new holder's away.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_late_renewal_takes_nothing_from_the_next_holders() {
+        let ttl = Duration::from_secs(3);
+        let objects: Arc<dyn object_store::ObjectStore> =
+            Arc::new(object_store::memory::InMemory::new());
+        let faults = Faults::seeded(5);
+        let id = std::process::id();
+        let (late_url, next_url) = (
+            format!("faulty://late-renewal-{id}"),
+            format!("faulty://next-holders-{id}"),
+        );
+        let late_objects = Arc::new(FaultyStore::new(Arc::clone(&objects), faults.clone()));
+        super::super::register_object_store_with_lease(&late_url, late_objects, ttl)
+            .expect("register");
+        super::super::register_object_store_with_lease(&next_url, objects, ttl).expect("register");
+        let late_root = Root::open(&late_url, &Default::default(), ttl).expect("root");
+        let next_root = Root::open(&next_url, &Default::default(), ttl).expect("root");
+        let table = Path::from("db/t");
+        let dir = path::lease_dir(&table);
+        let late = Lease::acquire(Arc::clone(&late_root), dir.clone(), ttl)
+            .await
+            .expect("the first lease");
+        // Its first renewal (after 1 s) reaches the store 6 s late: the
+        // lease runs out after 3 s.
+        let stalled = faults.add(
+            Rule::new(Op::Put, Fault::Delay(Duration::from_secs(6)))
+                .path_contains("/lease/")
+                .times(1),
+        );
+        let second = Lease::acquire(Arc::clone(&next_root), dir.clone(), ttl)
+            .await
+            .expect("taken over once the first ran out");
+        assert_eq!(faults.fired(stalled), 1, "the renewal is on its way");
+        drop(second);
+        let third = Lease::acquire(Arc::clone(&next_root), dir.clone(), ttl)
+            .await
+            .expect("taken after a release");
+        // The late renewal lands (about 7 s after the first lease); the
+        // third holder renews each second, and is looked at between two.
+        tokio::time::sleep(Duration::from_millis(5_500)).await;
+        assert!(
+            !late.renewing(),
+            "the late holder knows it no longer holds the lease"
+        );
+        let holders = holders(&*next_root, &dir).await.expect("holders");
+        for (generation, holder) in &holders {
+            assert_ne!(holder, late.holder(), "{generation} is the late one's");
+        }
+        assert_eq!(
+            holders.last().map(|(_, h)| h.as_str()),
+            Some(third.holder()),
+            "the third holder's generation is the newest: {holders:?}"
+        );
+        drop(third);
+        drop(late);
     }
 }

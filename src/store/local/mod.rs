@@ -38,7 +38,6 @@
 
 mod disk;
 mod error;
-mod lease;
 mod leftovers;
 mod lock;
 mod options;
@@ -63,7 +62,7 @@ pub use options::LocalOptions;
 pub use root::{register_object_store, register_object_store_with_lease};
 pub use table::TIER_USER;
 
-use self::options::{binding_location, local_options, DEFAULT_LEASE_TTL};
+use self::options::{binding_location, local_options};
 use self::root::Root;
 use self::table::{with_row_kind, PartsWriter};
 use crate::error::{Error, Result};
@@ -293,27 +292,6 @@ impl Drop for LocalWrite {
             }
         }
     }
-}
-
-/// Takes the schema lease of database `database` in the S3 warehouse at
-/// `warehouse` (reached with `s3`), waiting while another process holds
-/// it: the tiering lease's mechanism ([`lease::Lease`]) on the objects
-/// `<warehouse>/_lakestream/schema-lock/<database>/lease/`, for
-/// `crate::object_storage`'s schema lock. Held until dropped; it lasts
-/// the default lease length (30 s) unless renewed, which its holder does.
-/// paimon lists only `*.db` directories as databases, so the objects are
-/// never taken for one.
-#[cfg(feature = "s3")]
-pub(crate) async fn schema_lease(
-    warehouse: &str,
-    s3: &crate::object_storage::S3Options,
-    database: &str,
-) -> Result<lease::Lease> {
-    let root = Root::open(warehouse, s3, DEFAULT_LEASE_TTL)?;
-    // A server that ignores the condition would hand the lease to all.
-    root.check_create_if_absent().await?;
-    let dir = object_store::path::Path::from_iter(["_lakestream", "schema-lock", database]);
-    lease::Lease::acquire(&root, &dir, DEFAULT_LEASE_TTL).await
 }
 
 /// The `log` target of the background tierer's reports.

@@ -29,6 +29,7 @@ use super::error::LocalStoreError;
 use super::table::TableState;
 use super::LOCAL;
 use crate::error::{Error, Result};
+use crate::object_storage::create::{CreateFailed, Created, ProbeFailed};
 use crate::object_storage::{self, S3Options};
 
 /// A store root shared by everything in the process that names it.
@@ -90,23 +91,12 @@ pub fn register_object_store_with_lease(
     Ok(())
 }
 
-/// Whether `put_new` created the object or found its name taken.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Created {
-    Yes,
-    AlreadyExists,
-}
-
 /// Whether `replace_if` replaced the object or found another version there.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Replaced {
     Yes,
     Changed,
 }
-
-/// How many times `put_new` asks again when an object store refuses a
-/// create as existing but has no object under the name.
-const CREATE_ATTEMPTS: usize = 5;
 
 /// Why `put_new` failed: before anything could land, or after (or while)
 /// the object may have landed.
@@ -229,55 +219,22 @@ impl Root {
     }
 
     async fn probe_create_if_absent(&self) -> Result<()> {
-        let path = Path::from(format!("_probe/create-if-absent-{}", uuid::Uuid::new_v4()));
-        let refused = |what: String| -> Error {
-            LocalStoreError::NoCreateIfAbsent {
-                root: self.display(),
-                what,
-            }
-            .into()
-        };
-        let create = |bytes: &'static [u8]| {
-            self.objects.put_opts(
-                &path,
-                PutPayload::from_static(bytes),
-                PutMode::Create.into(),
-            )
-        };
-        // An error other than the answers below leaves the question open.
-        let failed = |e: object_store::Error| match e {
-            object_store::Error::NotImplemented { .. } => {
-                refused("does not support create-if-absent".to_string())
-            }
-            source => LocalStoreError::Probe {
-                root: self.display(),
-                source,
-            }
-            .into(),
-        };
-        let outcome = async {
-            create(b"first").await.map_err(failed)?;
-            match create(b"second").await {
-                Err(object_store::Error::AlreadyExists { .. }) => {}
-                Ok(_) => {
-                    return Err(refused(
-                        "ignored a create-if-absent: a second create of one object replaced \
-                         the first"
-                            .to_string(),
-                    ))
+        object_storage::create::probe_create_if_absent(self.objects.as_ref())
+            .await
+            .map_err(|failed| {
+                match failed {
+                    ProbeFailed::Refused(what) => LocalStoreError::NoCreateIfAbsent {
+                        root: self.display(),
+                        what,
+                    },
+                    ProbeFailed::Failed(source) => LocalStoreError::Probe {
+                        root: self.display(),
+                        source,
+                    },
+                    ProbeFailed::Read(e) => LocalStoreError::from(e),
                 }
-                Err(e) => return Err(failed(e)),
-            }
-            match self.get(&path).await? {
-                Some(bytes) if bytes.as_ref() == b"first" => Ok(()),
-                _ => Err(refused(
-                    "answered a create-if-absent as refused but replaced the object".to_string(),
-                )),
-            }
-        }
-        .await;
-        let _ = self.delete(&path).await;
-        outcome
+                .into()
+            })
     }
 
     /// Checks, once per process, that the object store honours a
@@ -440,57 +397,18 @@ impl Root {
                 self.check_create_if_absent()
                     .await
                     .map_err(PutFailed::NotApplied)?;
-                // Refused as existing, yet nothing there: S3 answers a
-                // create racing another on the same name with 409
-                // (`ConditionalRequestConflict`, which object_store reports
-                // as existing) even when the other does not land. Taking
-                // the name as taken would skip it for good (a log position
-                // nobody writes stops tiering there): ask again.
-                for _ in 0..CREATE_ATTEMPTS {
-                    let put = self
-                        .objects
-                        .put_opts(
-                            path,
-                            PutPayload::from(bytes.clone()),
-                            PutMode::Create.into(),
-                        )
-                        .await;
-                    match put {
-                        Ok(_) => return Ok(Created::Yes),
-                        Err(object_store::Error::AlreadyExists { .. }) => {
-                            match self.get(path).await {
-                                Ok(Some(there)) if there == bytes => return Ok(Created::Yes),
-                                Ok(Some(_)) => return Ok(Created::AlreadyExists),
-                                Ok(None) => continue,
-                                Err(e) => return Err(PutFailed::Unknown(e)),
+                object_storage::create::create_if_absent(self.objects.as_ref(), path, bytes)
+                    .await
+                    .map_err(|failed| {
+                        PutFailed::Unknown(match failed {
+                            CreateFailed::Write(source) => LocalStoreError::WriteObject {
+                                path: path.clone(),
+                                source,
                             }
-                        }
-                        // A put that failed may still have landed (a timeout).
-                        Err(source) => {
-                            return Err(PutFailed::Unknown(
-                                LocalStoreError::WriteObject {
-                                    path: path.clone(),
-                                    source,
-                                }
-                                .into(),
-                            ))
-                        }
-                    }
-                }
-                Err(PutFailed::Unknown(
-                    LocalStoreError::WriteObject {
-                        path: path.clone(),
-                        source: object_store::Error::Generic {
-                            store: "local",
-                            source: format!(
-                                "refused {CREATE_ATTEMPTS} times as existing, and not found when \
-                                 read"
-                            )
                             .into(),
-                        },
-                    }
-                    .into(),
-                ))
+                            CreateFailed::Read(e) => LocalStoreError::from(e).into(),
+                        })
+                    })
             }
         }
     }
@@ -593,15 +511,9 @@ impl Root {
 
     /// Reads an object; `None` when there is none.
     pub(crate) async fn get(&self, path: &Path) -> Result<Option<Bytes>> {
-        match self.objects.get(path).await {
-            Ok(get) => get
-                .bytes()
-                .await
-                .map(Some)
-                .map_err(|e| LocalStoreError::from(e).into()),
-            Err(object_store::Error::NotFound { .. }) => Ok(None),
-            Err(e) => Err(LocalStoreError::from(e).into()),
-        }
+        object_storage::create::get(self.objects.as_ref(), path)
+            .await
+            .map_err(|e| LocalStoreError::from(e).into())
     }
 
     /// The first `len` bytes of an object (fewer if it is shorter); `None`

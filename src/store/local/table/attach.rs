@@ -329,7 +329,9 @@ impl TableState {
 mod tests {
     use super::super::super::root::Root;
     use super::*;
-    use crate::store::local::lease::Lease;
+    use std::sync::Arc;
+
+    use crate::object_storage::lease::Lease;
     use object_store::ObjectStoreExt;
     use paimon::catalog::Identifier;
     use std::time::Duration;
@@ -355,9 +357,13 @@ mod tests {
                 .await
                 .expect("put");
         }
-        let lease = Lease::acquire(&root, &state.dir, Duration::from_secs(30))
-            .await
-            .expect("lease");
+        let lease = Lease::acquire(
+            Arc::clone(&root),
+            path::lease_dir(&state.dir),
+            Duration::from_secs(30),
+        )
+        .await
+        .expect("lease");
         state.delete_files(Doomed::All).await.expect("delete");
         let left: Vec<Path> = root
             .objects

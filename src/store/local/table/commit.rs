@@ -31,13 +31,14 @@ use paimon::table::Table;
 use tokio::sync::{oneshot, Notify};
 
 use super::super::error::LocalStoreError;
-use super::super::root::{Created, PutFailed};
+use super::super::root::PutFailed;
 use super::super::segment::{self, Part, PartList};
 use super::super::{failpoint, leftovers, path, LOCAL};
 use super::incarnation::Incarnation;
 use super::segments::{Held, Info};
 use super::{unique, TableState};
 use crate::error::{Error, Result};
+use crate::object_storage::create::Created;
 use crate::store::WriteKind;
 
 /// The writes of this process waiting to be grouped, and the leader's turn.
