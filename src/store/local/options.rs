@@ -43,7 +43,7 @@ const MIN_LEASE_TTL: Duration = Duration::from_secs(3);
 /// few of them at once well within memory.
 const DEFAULT_SEGMENT_SIZE: u64 = 32 << 20;
 /// Long enough for a streaming read to ride out a pause, and for any write
-/// to finish well within it (see `table.rs`: a write never lands below the
+/// to finish well within it (see `table/commit.rs`: a write never lands below the
 /// tiered position while it is younger than half of this).
 const DEFAULT_LOG_RETENTION: Duration = Duration::from_secs(600);
 const MIN_LOG_RETENTION: Duration = Duration::from_secs(1);
