@@ -19,11 +19,13 @@
 mod catalog;
 #[cfg(feature = "s3")]
 mod commit;
+pub(crate) mod create;
 mod ddl;
 #[cfg(any(test, feature = "testing"))]
 pub(crate) mod disk_full;
 pub(crate) mod forward;
 mod guard;
+pub(crate) mod lease;
 mod local;
 #[cfg(any(test, feature = "testing"))]
 pub(crate) mod pause;

@@ -23,6 +23,11 @@ use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 
+#[cfg(feature = "s3")]
+use super::create::{CreateFailed, Created, ProbeFailed};
+#[cfg(feature = "s3")]
+use super::lease::{Lease, LeaseObjects};
+
 tokio::task_local! {
     /// The locks this task holds, by key.
     static HELD: Vec<String>;
@@ -221,10 +226,10 @@ fn lock_once(path: &Path, make_dir: bool) -> std::io::Result<Option<std::fs::Fil
 }
 
 /// Runs `work` holding database `database`'s schema lease in the S3
-/// warehouse at `warehouse` (reached with `s3`): an object under
-/// `<warehouse>/_lakestream/schema-lock/<database>/` (see
-/// [`crate::store::local::schema_lease`]). A process that dies holding it
-/// holds it until it expires (30 s), and DDL elsewhere waits that long.
+/// warehouse at `warehouse` (reached with `s3`): a lease ([`Lease`]) on the
+/// objects `<warehouse>/_lakestream/schema-lock/<database>/lease/`. A
+/// process that dies holding it holds it until it expires
+/// ([`SCHEMA_LEASE_TTL`]), and DDL elsewhere waits that long.
 ///
 /// On a server that ignores conditional writes the lease could be taken by
 /// every process at once: `statement` (`CREATE TABLE db.t`, ...) is refused,
@@ -238,29 +243,181 @@ pub(super) async fn with_schema_lease<T>(
 ) -> paimon::Result<T> {
     let key = format!("{}#schema-lock/{database}", warehouse.trim_end_matches('/'));
     let take = async {
-        crate::store::local::schema_lease(warehouse, s3, database)
-            .await
-            .map_err(|e| {
-                // The lease's only refusal: no create-if-absent.
-                let message = if e.kind() == crate::error::ErrorKind::NotSupported {
-                    super::commit::refused_without_conditions(
-                        statement,
-                        "two processes could change the database's tables at once and one \
+        schema_lease(warehouse, s3, database).await.map_err(|e| {
+            // The lease's only refusal: no create-if-absent.
+            let message = if matches!(e, LeaseFailed::NoCreateIfAbsent(_)) {
+                super::commit::refused_without_conditions(
+                    statement,
+                    "two processes could change the database's tables at once and one \
                          undo the other",
-                    )
-                } else {
-                    format!(
-                        "cannot take the schema lease of database '{database}' in \
+                )
+            } else {
+                format!(
+                    "cannot take the schema lease of database '{database}' in \
                          '{warehouse}': {e}"
-                    )
-                };
-                paimon::Error::UnexpectedError {
-                    message: format!("{message}; nothing was changed"),
-                    source: None,
-                }
-            })
+                )
+            };
+            paimon::Error::UnexpectedError {
+                message: format!("{message}; nothing was changed"),
+                source: None,
+            }
+        })
     };
     holding(key, take, work).await
+}
+
+/// How long a schema lease lasts unless renewed, which its holder does:
+/// long enough to ride out a slow request or two, short enough that DDL
+/// waits out a process that died within half a minute.
+#[cfg(feature = "s3")]
+const SCHEMA_LEASE_TTL: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Takes the schema lease of database `database` in the S3 warehouse at
+/// `warehouse` (reached with `s3`), waiting while another process holds it.
+/// Held until dropped. paimon lists only `*.db` directories as databases,
+/// so the lease's objects are never taken for one.
+#[cfg(feature = "s3")]
+async fn schema_lease(
+    warehouse: &str,
+    s3: &super::S3Options,
+    database: &str,
+) -> Result<Lease<Warehouse>, LeaseFailed> {
+    let objects = Warehouse::open(warehouse, s3)?;
+    // A server that ignores the condition would hand the lease to all.
+    objects.check_create_if_absent().await?;
+    let dir =
+        object_store::path::Path::from_iter(["_lakestream", "schema-lock", database, "lease"]);
+    Lease::acquire(objects, dir, SCHEMA_LEASE_TTL).await
+}
+
+/// Why a schema lease could not be taken.
+#[cfg(feature = "s3")]
+#[derive(Debug, thiserror::Error)]
+enum LeaseFailed {
+    /// The warehouse's location cannot be reached.
+    #[error("{0}")]
+    Location(String),
+    /// The server does not honour create-if-absent: what it did.
+    #[error("the object store {0}")]
+    NoCreateIfAbsent(String),
+    /// The object store failed.
+    #[error(transparent)]
+    Objects(#[from] object_store::Error),
+}
+
+/// The objects of an S3 warehouse, where its databases' schema leases live.
+#[cfg(feature = "s3")]
+#[derive(Debug)]
+struct Warehouse {
+    objects: Arc<dyn object_store::ObjectStore>,
+    /// Set once this process saw the store honour create-if-absent.
+    create_if_absent: tokio::sync::OnceCell<()>,
+}
+
+#[cfg(feature = "s3")]
+impl Warehouse {
+    /// The objects of the warehouse at `warehouse`, reached with `s3`: one
+    /// per warehouse and options in the process, so the store is probed
+    /// once.
+    fn open(warehouse: &str, s3: &super::S3Options) -> Result<Arc<Warehouse>, LeaseFailed> {
+        use std::hash::{Hash, Hasher};
+        static WAREHOUSES: OnceLock<Mutex<HashMap<String, Arc<Warehouse>>>> = OnceLock::new();
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        s3.hash(&mut hasher);
+        let key = format!(
+            "{}#{:016x}",
+            warehouse.trim_end_matches('/'),
+            hasher.finish()
+        );
+        let mut warehouses = WAREHOUSES
+            .get_or_init(Default::default)
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        if let Some(found) = warehouses.get(&key) {
+            return Ok(Arc::clone(found));
+        }
+        let (bucket, prefix) = super::split(warehouse).map_err(LeaseFailed::Location)?;
+        let bucket_objects = s3
+            .object_store(&bucket)
+            .map_err(|e| LeaseFailed::Location(format!("cannot reach '{warehouse}' on S3: {e}")))?;
+        let prefix = object_store::path::Path::from(prefix.trim_end_matches('/'));
+        let objects: Arc<dyn object_store::ObjectStore> = if prefix.as_ref().is_empty() {
+            Arc::new(bucket_objects)
+        } else {
+            Arc::new(object_store::prefix::PrefixStore::new(
+                bucket_objects,
+                prefix,
+            ))
+        };
+        let opened = Arc::new(Warehouse {
+            objects,
+            create_if_absent: tokio::sync::OnceCell::new(),
+        });
+        warehouses.insert(key, Arc::clone(&opened));
+        Ok(opened)
+    }
+
+    /// Checks, once per process, that the store honours create-if-absent.
+    async fn check_create_if_absent(&self) -> Result<(), LeaseFailed> {
+        self.create_if_absent
+            .get_or_try_init(|| async {
+                super::create::probe_create_if_absent(self.objects.as_ref())
+                    .await
+                    .map_err(|failed| match failed {
+                        ProbeFailed::Refused(what) => LeaseFailed::NoCreateIfAbsent(what),
+                        ProbeFailed::Failed(e) | ProbeFailed::Read(e) => LeaseFailed::Objects(e),
+                    })
+            })
+            .await
+            .map(|_| ())
+    }
+}
+
+#[cfg(feature = "s3")]
+#[async_trait::async_trait]
+impl LeaseObjects for Warehouse {
+    type Error = LeaseFailed;
+
+    async fn list(
+        &self,
+        dir: &object_store::path::Path,
+    ) -> Result<Vec<object_store::path::Path>, LeaseFailed> {
+        use futures::TryStreamExt;
+        Ok(self
+            .objects
+            .list(Some(dir))
+            .map_ok(|meta| meta.location)
+            .try_collect()
+            .await?)
+    }
+
+    async fn get(
+        &self,
+        path: &object_store::path::Path,
+    ) -> Result<Option<bytes::Bytes>, LeaseFailed> {
+        Ok(super::create::get(self.objects.as_ref(), path).await?)
+    }
+
+    async fn create(
+        &self,
+        path: &object_store::path::Path,
+        bytes: bytes::Bytes,
+    ) -> Result<Created, LeaseFailed> {
+        self.check_create_if_absent().await?;
+        super::create::create_if_absent(self.objects.as_ref(), path, bytes)
+            .await
+            .map_err(|failed| match failed {
+                CreateFailed::Write(e) | CreateFailed::Read(e) => LeaseFailed::Objects(e),
+            })
+    }
+
+    async fn delete(&self, path: &object_store::path::Path) -> Result<(), LeaseFailed> {
+        use object_store::ObjectStoreExt;
+        match self.objects.delete(path).await {
+            Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
 }
 
 #[cfg(test)]

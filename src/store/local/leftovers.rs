@@ -50,9 +50,10 @@ use object_store::path::Path;
 
 use super::error::LocalStoreError;
 use super::path;
-use super::root::{Created, PutFailed, Root};
+use super::root::{PutFailed, Root};
 use super::segment::{self, Entry};
 use crate::error::Result;
+use crate::object_storage::create::Created;
 
 /// How old a killed writer's leftover must be before [`sweep`] removes it:
 /// the age Paimon's orphan file removal keeps files for by default.

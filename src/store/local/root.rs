@@ -24,11 +24,12 @@ use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutPayload, UpdateVersi
 use paimon::catalog::Identifier;
 use url::Url;
 
+use super::disk::{create_dirs_durably, durable_create, durable_replace, remove_temporaries};
 use super::error::LocalStoreError;
-use super::lease::Lease;
 use super::table::TableState;
 use super::LOCAL;
 use crate::error::{Error, Result};
+use crate::object_storage::create::{CreateFailed, Created, ProbeFailed};
 use crate::object_storage::{self, S3Options};
 
 /// A store root shared by everything in the process that names it.
@@ -48,7 +49,7 @@ pub(crate) struct Root {
     /// How long this process's tiering leases last unless renewed
     /// (`local.lease-ttl`); each lease carries its own expiry, so
     /// processes with other settings wait for it correctly.
-    lease_ttl: Duration,
+    pub(super) lease_ttl: Duration,
 }
 
 fn roots() -> &'static Mutex<HashMap<String, Arc<Root>>> {
@@ -61,7 +62,7 @@ fn roots() -> &'static Mutex<HashMap<String, Arc<Root>>> {
 /// run the store over a wrapped object store (fault injection, metrics).
 /// Catalogs opened afterwards with `local.path = '<url>'` use it.
 pub fn register_object_store(url: &str, objects: Arc<dyn ObjectStore>) -> Result<()> {
-    register_object_store_with_lease(url, objects, super::DEFAULT_LEASE_TTL)
+    register_object_store_with_lease(url, objects, super::options::DEFAULT_LEASE_TTL)
 }
 
 /// [`register_object_store`], with the length of this root's tiering
@@ -90,37 +91,12 @@ pub fn register_object_store_with_lease(
     Ok(())
 }
 
-/// A table's tiering lock across processes, held until dropped.
-#[derive(Debug)]
-pub(crate) enum TierLock {
-    /// Local disk: an OS file lock.
-    File { _file: std::fs::File },
-    /// S3: a lease held through conditional puts.
-    Lease { _lease: Lease },
-    /// A root one process uses: its in-process lock is all there is.
-    InProcess,
-}
-
-/// A held lock file and the files read under it (`None`: absent).
-pub(crate) type LockedReads = (std::fs::File, Vec<Option<Bytes>>);
-
-/// Whether `put_new` created the object or found its name taken.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Created {
-    Yes,
-    AlreadyExists,
-}
-
 /// Whether `replace_if` replaced the object or found another version there.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Replaced {
     Yes,
     Changed,
 }
-
-/// How many times `put_new` asks again when an object store refuses a
-/// create as existing but has no object under the name.
-const CREATE_ATTEMPTS: usize = 5;
 
 /// Why `put_new` failed: before anything could land, or after (or while)
 /// the object may have landed.
@@ -243,55 +219,22 @@ impl Root {
     }
 
     async fn probe_create_if_absent(&self) -> Result<()> {
-        let path = Path::from(format!("_probe/create-if-absent-{}", uuid::Uuid::new_v4()));
-        let refused = |what: String| -> Error {
-            LocalStoreError::NoCreateIfAbsent {
-                root: self.display(),
-                what,
-            }
-            .into()
-        };
-        let create = |bytes: &'static [u8]| {
-            self.objects.put_opts(
-                &path,
-                PutPayload::from_static(bytes),
-                PutMode::Create.into(),
-            )
-        };
-        // An error other than the answers below leaves the question open.
-        let failed = |e: object_store::Error| match e {
-            object_store::Error::NotImplemented { .. } => {
-                refused("does not support create-if-absent".to_string())
-            }
-            source => LocalStoreError::Probe {
-                root: self.display(),
-                source,
-            }
-            .into(),
-        };
-        let outcome = async {
-            create(b"first").await.map_err(failed)?;
-            match create(b"second").await {
-                Err(object_store::Error::AlreadyExists { .. }) => {}
-                Ok(_) => {
-                    return Err(refused(
-                        "ignored a create-if-absent: a second create of one object replaced \
-                         the first"
-                            .to_string(),
-                    ))
+        object_storage::create::probe_create_if_absent(self.objects.as_ref())
+            .await
+            .map_err(|failed| {
+                match failed {
+                    ProbeFailed::Refused(what) => LocalStoreError::NoCreateIfAbsent {
+                        root: self.display(),
+                        what,
+                    },
+                    ProbeFailed::Failed(source) => LocalStoreError::Probe {
+                        root: self.display(),
+                        source,
+                    },
+                    ProbeFailed::Read(e) => LocalStoreError::from(e),
                 }
-                Err(e) => return Err(failed(e)),
-            }
-            match self.get(&path).await? {
-                Some(bytes) if bytes.as_ref() == b"first" => Ok(()),
-                _ => Err(refused(
-                    "answered a create-if-absent as refused but replaced the object".to_string(),
-                )),
-            }
-        }
-        .await;
-        let _ = self.delete(&path).await;
-        outcome
+                .into()
+            })
     }
 
     /// Checks, once per process, that the object store honours a
@@ -414,114 +357,6 @@ impl Root {
         Some(file)
     }
 
-    /// Holds the table's tiering lock across processes until dropped. On
-    /// local disk it is an OS file lock, so a holder that crashes releases
-    /// it; on S3 a lease ([`Lease`]), which a holder that crashes holds
-    /// until it expires; other roots (`memory://`, registered ones) are used
-    /// by one process, and the caller's in-process lock is enough.
-    pub(crate) async fn lock_tiering(self: &Arc<Self>, table_dir: &Path) -> Result<TierLock> {
-        if object_storage::is_s3(&self.url) {
-            return Ok(TierLock::Lease {
-                _lease: Lease::acquire(self, table_dir, self.lease_ttl).await?,
-            });
-        }
-        Ok(
-            match self
-                .lock_file(table_dir, "tier.lock", false, Vec::new())
-                .await?
-            {
-                Some((file, _)) => TierLock::File { _file: file },
-                None => TierLock::InProcess,
-            },
-        )
-    }
-
-    /// Holds the table's trim lock until dropped: shared by writes between
-    /// reading the tiered position and creating their segment, exclusive
-    /// while tiering deletes segments, so a segment number is never taken
-    /// again after its segment was deleted. On local disk only; elsewhere
-    /// the log retention keeps deleted numbers out of a write's reach.
-    pub(crate) async fn lock_trim(
-        &self,
-        table_dir: &Path,
-        shared: bool,
-    ) -> Result<Option<std::fs::File>> {
-        Ok(self
-            .lock_file(table_dir, "trim.lock", shared, Vec::new())
-            .await?
-            .map(|(lock, _)| lock))
-    }
-
-    /// [`Self::lock_trim`], shared, and then the objects `paths` read
-    /// under it (each `None` when absent), in the same trip to the
-    /// blocking pool: a write's checks cost one hop, not one per file.
-    /// `None` off local disk.
-    pub(crate) async fn lock_trim_reading(
-        &self,
-        table_dir: &Path,
-        paths: Vec<Path>,
-    ) -> Result<Option<LockedReads>> {
-        self.lock_file(table_dir, "trim.lock", true, paths).await
-    }
-
-    async fn lock_file(
-        &self,
-        table_dir: &Path,
-        name: &str,
-        shared: bool,
-        paths: Vec<Path>,
-    ) -> Result<Option<LockedReads>> {
-        let Some(file) = self.local_file(&table_dir.clone().join(name)) else {
-            return Ok(None);
-        };
-        let Some(files) = paths
-            .iter()
-            .map(|path| self.local_file(path))
-            .collect::<Option<Vec<_>>>()
-        else {
-            return Ok(None);
-        };
-        let top = self.local_dir.clone();
-        let locked = tokio::task::spawn_blocking(move || {
-            if let Some(parent) = file.parent() {
-                create_dirs_durably(top.as_deref(), parent)?;
-            }
-            let lock = std::fs::OpenOptions::new()
-                .create(true)
-                .truncate(false)
-                .write(true)
-                .open(&file)?;
-            if shared {
-                lock.lock_shared()?;
-            } else {
-                lock.lock()?;
-            }
-            // Read only once the lock is held, and in this thread.
-            let read = files.iter().map(|file| match std::fs::read(file) {
-                Ok(bytes) => Ok(Some(Bytes::from(bytes))),
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-                Err(e) => Err(e),
-            });
-            Ok::<_, std::io::Error>((lock, read.collect::<Vec<_>>()))
-        })
-        .await
-        .map_err(|source| LocalStoreError::Blocking {
-            what: format!("locking '{name}'"),
-            source,
-        })?
-        .map_err(|source| LocalStoreError::Lock {
-            name: name.to_string(),
-            source,
-        })?;
-        let (lock, read) = locked;
-        let read = read
-            .into_iter()
-            .zip(paths)
-            .map(|(read, path)| read.map_err(|source| LocalStoreError::ReadFile { path, source }))
-            .collect::<std::result::Result<Vec<_>, _>>()?;
-        Ok(Some((lock, read)))
-    }
-
     /// Creates `path` with `bytes` if no object has that name, durably and
     /// whole: readers never see a part-written object under the name. A
     /// name taken by these very bytes (an object store retried our put after
@@ -562,57 +397,18 @@ impl Root {
                 self.check_create_if_absent()
                     .await
                     .map_err(PutFailed::NotApplied)?;
-                // Refused as existing, yet nothing there: S3 answers a
-                // create racing another on the same name with 409
-                // (`ConditionalRequestConflict`, which object_store reports
-                // as existing) even when the other does not land. Taking
-                // the name as taken would skip it for good (a log position
-                // nobody writes stops tiering there): ask again.
-                for _ in 0..CREATE_ATTEMPTS {
-                    let put = self
-                        .objects
-                        .put_opts(
-                            path,
-                            PutPayload::from(bytes.clone()),
-                            PutMode::Create.into(),
-                        )
-                        .await;
-                    match put {
-                        Ok(_) => return Ok(Created::Yes),
-                        Err(object_store::Error::AlreadyExists { .. }) => {
-                            match self.get(path).await {
-                                Ok(Some(there)) if there == bytes => return Ok(Created::Yes),
-                                Ok(Some(_)) => return Ok(Created::AlreadyExists),
-                                Ok(None) => continue,
-                                Err(e) => return Err(PutFailed::Unknown(e)),
+                object_storage::create::create_if_absent(self.objects.as_ref(), path, bytes)
+                    .await
+                    .map_err(|failed| {
+                        PutFailed::Unknown(match failed {
+                            CreateFailed::Write(source) => LocalStoreError::WriteObject {
+                                path: path.clone(),
+                                source,
                             }
-                        }
-                        // A put that failed may still have landed (a timeout).
-                        Err(source) => {
-                            return Err(PutFailed::Unknown(
-                                LocalStoreError::WriteObject {
-                                    path: path.clone(),
-                                    source,
-                                }
-                                .into(),
-                            ))
-                        }
-                    }
-                }
-                Err(PutFailed::Unknown(
-                    LocalStoreError::WriteObject {
-                        path: path.clone(),
-                        source: object_store::Error::Generic {
-                            store: "local",
-                            source: format!(
-                                "refused {CREATE_ATTEMPTS} times as existing, and not found when \
-                                 read"
-                            )
                             .into(),
-                        },
-                    }
-                    .into(),
-                ))
+                            CreateFailed::Read(e) => LocalStoreError::from(e).into(),
+                        })
+                    })
             }
         }
     }
@@ -715,15 +511,9 @@ impl Root {
 
     /// Reads an object; `None` when there is none.
     pub(crate) async fn get(&self, path: &Path) -> Result<Option<Bytes>> {
-        match self.objects.get(path).await {
-            Ok(get) => get
-                .bytes()
-                .await
-                .map(Some)
-                .map_err(|e| LocalStoreError::from(e).into()),
-            Err(object_store::Error::NotFound { .. }) => Ok(None),
-            Err(e) => Err(LocalStoreError::from(e).into()),
-        }
+        object_storage::create::get(self.objects.as_ref(), path)
+            .await
+            .map_err(|e| LocalStoreError::from(e).into())
     }
 
     /// The first `len` bytes of an object (fewer if it is shorter); `None`
@@ -797,192 +587,6 @@ impl Root {
     }
 }
 
-/// Creates the directories up to `dir` that are missing, fsyncing each new
-/// one into its parent, so their entries survive power loss. `top` (the
-/// store's root) is where the walk stops.
-fn create_dirs_durably(
-    top: Option<&std::path::Path>,
-    dir: &std::path::Path,
-) -> std::io::Result<()> {
-    // Directories this process made durable (or found and fsynced into
-    // their parents): another process may have created one and not yet
-    // fsynced it, so an existing directory is synced once too.
-    static DURABLE: OnceLock<Mutex<std::collections::HashSet<PathBuf>>> = OnceLock::new();
-    let durable = DURABLE.get_or_init(Default::default);
-    if durable
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .contains(dir)
-        && dir.is_dir()
-    {
-        return Ok(());
-    }
-    if !dir.is_dir() {
-        if let Some(parent) = dir.parent() {
-            if top.is_none_or(|top| parent.starts_with(top)) {
-                create_dirs_durably(top, parent)?;
-            }
-        }
-        match std::fs::create_dir(dir) {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-            Err(e) => return Err(e),
-        }
-    }
-    if let Some(parent) = dir.parent() {
-        sync_dir(parent)?;
-    }
-    durable
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .insert(dir.to_path_buf());
-    Ok(())
-}
-
-fn sync_dir(dir: &std::path::Path) -> std::io::Result<()> {
-    std::fs::File::open(dir)?.sync_all()
-}
-
-/// A fresh name for the temporary file a write of the file `name` goes
-/// to before it is linked or renamed to `name`: `.NAME.<pid>-<n>.tmp`.
-fn temporary_name(name: &str) -> String {
-    static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    format!(".{name}.{}-{n}.tmp", std::process::id())
-}
-
-/// Whether `file_name` is one of [`temporary_name`]'s names.
-fn is_temporary(file_name: &str) -> bool {
-    let Some(rest) = file_name
-        .strip_prefix('.')
-        .and_then(|rest| rest.strip_suffix(".tmp"))
-    else {
-        return false;
-    };
-    let Some((name, suffix)) = rest.rsplit_once('.') else {
-        return false;
-    };
-    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
-    !name.is_empty()
-        && suffix
-            .split_once('-')
-            .is_some_and(|(pid, n)| digits(pid) && digits(n))
-}
-
-/// Removes the temporary files ([`temporary_name`]) under `dir` last
-/// modified before `before`, its subdirectories included (symbolic links
-/// are not followed); what it removed, as (files, bytes).
-///
-/// A temporary file is its write's alone until the write links or renames
-/// it; one left behind is a write that died (a process killed) before.
-/// Removing one a live write still holds fails that write before anything
-/// of it is published (its link or rename finds no file), never a write
-/// that was acknowledged, so the age is a courtesy to writes that are slow,
-/// not what keeps data safe.
-fn remove_temporaries(
-    dir: &std::path::Path,
-    before: std::time::SystemTime,
-) -> std::io::Result<(u64, u64)> {
-    let mut removed = (0, 0);
-    let entries = match std::fs::read_dir(dir) {
-        Ok(entries) => entries,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(removed),
-        Err(e) => return Err(e),
-    };
-    for entry in entries {
-        let entry = entry?;
-        let kind = entry.file_type()?;
-        if kind.is_dir() {
-            let (files, bytes) = remove_temporaries(&entry.path(), before)?;
-            removed = (removed.0 + files, removed.1 + bytes);
-            continue;
-        }
-        if !kind.is_file() || !is_temporary(&entry.file_name().to_string_lossy()) {
-            continue;
-        }
-        let meta = match entry.metadata() {
-            Ok(meta) => meta,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
-            Err(e) => return Err(e),
-        };
-        if meta.modified()? >= before {
-            continue;
-        }
-        match std::fs::remove_file(entry.path()) {
-            Ok(()) => removed = (removed.0 + 1, removed.1 + meta.len()),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(removed)
-}
-
-/// Writes `bytes` to a fresh temporary file beside `file` and fsyncs it.
-fn write_temp(
-    top: Option<&std::path::Path>,
-    file: &std::path::Path,
-    bytes: &[u8],
-) -> std::io::Result<PathBuf> {
-    use std::io::Write;
-    let dir = file
-        .parent()
-        .ok_or_else(|| std::io::Error::other("an object path has no directory"))?;
-    create_dirs_durably(top, dir)?;
-    let name = file
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let temp = dir.join(temporary_name(&name));
-    let mut out = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(&temp)?;
-    out.write_all(bytes)?;
-    out.sync_all()?;
-    Ok(temp)
-}
-
-/// Create-if-absent on local disk. An error says whether the object may
-/// have landed under its name (`true`) or surely did not.
-fn durable_create(
-    top: Option<&std::path::Path>,
-    file: &std::path::Path,
-    bytes: &[u8],
-) -> std::result::Result<Created, (bool, std::io::Error)> {
-    let temp = write_temp(top, file, bytes).map_err(|e| (false, e))?;
-    super::failpoint("put-before-link");
-    // A hard link fails when the name is taken: create-if-absent.
-    let linked = std::fs::hard_link(&temp, file);
-    let _ = std::fs::remove_file(&temp);
-    match linked {
-        Ok(()) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-            return Ok(Created::AlreadyExists)
-        }
-        Err(e) => return Err((false, e)),
-    }
-    if let Some(dir) = file.parent() {
-        sync_dir(dir).map_err(|e| (true, e))?;
-    }
-    Ok(Created::Yes)
-}
-
-fn durable_replace(
-    top: Option<&std::path::Path>,
-    file: &std::path::Path,
-    bytes: &[u8],
-) -> std::io::Result<()> {
-    let temp = write_temp(top, file, bytes)?;
-    if let Err(e) = std::fs::rename(&temp, file) {
-        let _ = std::fs::remove_file(&temp);
-        return Err(e);
-    }
-    if let Some(dir) = file.parent() {
-        sync_dir(dir)?;
-    }
-    Ok(())
-}
-
 /// `url` without user, password, query or fragment: what may print.
 pub(crate) fn display_url(url: &Url) -> String {
     let mut url = url.clone();
@@ -1048,43 +652,5 @@ mod tests {
         // Taken for real: said so.
         let again = root.put_new(&at, Bytes::from_static(b"other")).await;
         assert!(matches!(again, Ok(Created::AlreadyExists)), "{again:?}");
-    }
-
-    /// A write's checks read their files while it holds the trim lock, in
-    /// the lock's own trip: an exclusive holder (a trim, a drop) cannot run
-    /// between the lock and the reads.
-    #[tokio::test]
-    async fn files_are_read_under_a_held_trim_lock() {
-        let dir = tempfile::tempdir().expect("a temporary directory");
-        let root = Root::open(
-            &dir.path().display().to_string(),
-            &S3Options::default(),
-            Duration::from_secs(60),
-        )
-        .expect("a local root");
-        let table = Path::from("db/t");
-        let there = table.clone().join("table.json");
-        let absent = table.clone().join("tiered.json");
-        root.put_replace(&there, Bytes::from_static(b"{}"))
-            .await
-            .expect("a put");
-        let (lock, read) = root
-            .lock_trim_reading(&table, vec![there, absent])
-            .await
-            .expect("the lock and the reads")
-            .expect("a local root locks");
-        assert_eq!(read, vec![Some(Bytes::from_static(b"{}")), None]);
-        // Held shared: an exclusive lock must wait until it goes.
-        let file = dir.path().join("db/t/trim.lock");
-        let exclusive = std::fs::OpenOptions::new()
-            .write(true)
-            .open(&file)
-            .expect("the lock file");
-        assert!(
-            exclusive.try_lock().is_err(),
-            "a trim got in under a write's lock"
-        );
-        drop(lock);
-        assert!(exclusive.try_lock().is_ok());
     }
 }

@@ -1,16 +1,18 @@
-//! The tiering lease: one tierer per table across processes on an object
-//! store, where there is no file lock.
+//! A lease: one holder at a time across processes on an object store,
+//! where there is no file lock. The local store's tiering lock on S3 (one
+//! tierer per table) and the catalog's schema lock on S3 (one DDL per
+//! database) are leases; each names the objects it lives in
+//! ([`LeaseObjects`]) and its directory.
 //!
-//! A lease is an object `<table>/lease/tier-<generation>` holding its
-//! holder and the time it expires. It is taken by creating the next
-//! generation with a conditional put (create-if-absent), which exactly one
-//! process wins, and only once the newest generation has expired or is
-//! gone. The holder renews it every third of its length (`local.lease-ttl`)
-//! by creating the next generation itself, and releases it when done by
-//! creating the next generation as already expired; a holder that died is
-//! waited out until its lease expires. Each generation carries its own
-//! expiry, so processes with other lease lengths wait for each other
-//! correctly.
+//! A lease is an object `<dir>/tier-<generation>` holding its holder and
+//! the time it expires. It is taken by creating the next generation with a
+//! conditional put (create-if-absent), which exactly one process wins, and
+//! only once the newest generation has expired or is gone. The holder
+//! renews it every third of its length by creating the next generation
+//! itself, and releases it when done by creating the next generation as
+//! already expired; a holder that died is waited out until its lease
+//! expires. Each generation carries its own expiry, so processes with other
+//! lease lengths wait for each other correctly.
 //!
 //! Generations only grow: the newest is never deleted (a release leaves an
 //! expired one), so a number is never handed to two holders in turn. Older
@@ -20,31 +22,48 @@
 //! below the newest, and its creator, which looks after every create,
 //! finds it is not the holder.
 //!
-//! The lease keeps tierers from racing; it is not what keeps a row from
-//! being tiered twice. A holder can pause past its expiry (a stopped VM)
-//! and still commit: that commit is fenced instead (it may only create the
-//! snapshot after the one its position was read from, see
-//! `crate::object_storage`), so it fails if the next holder committed.
+//! A lease keeps holders from racing while they keep time; it is not what
+//! keeps a row from being tiered twice. A holder can pause past its expiry
+//! (a stopped VM) and still act: a tiering commit is fenced instead (it may
+//! only create the snapshot after the one its position was read from, see
+//! [`super::commit`]), so it fails if the next holder committed.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use futures::TryStreamExt;
 use object_store::path::Path;
 use serde::{Deserialize, Serialize};
 
-use super::error::LocalStoreError;
-use super::path;
-use super::root::{Created, PutFailed, Root};
-use super::table::now_ms;
-use crate::error::Result;
+use super::create::Created;
+
+/// The objects a lease lives in: an object store that creates an object
+/// only if its name is free (create-if-absent), and whose errors are
+/// `Self::Error`.
+#[async_trait::async_trait]
+pub(crate) trait LeaseObjects: std::fmt::Debug + Send + Sync + 'static {
+    /// What goes wrong.
+    type Error: Send + 'static;
+    /// The names of the objects under `dir`.
+    async fn list(&self, dir: &Path) -> Result<Vec<Path>, Self::Error>;
+    /// An object's bytes; `None` when there is none.
+    async fn get(&self, path: &Path) -> Result<Option<Bytes>, Self::Error>;
+    /// Creates `path` with `bytes` only if no object has that name; bytes
+    /// there that equal `bytes` (a put retried after its answer was lost)
+    /// count as created.
+    async fn create(&self, path: &Path, bytes: Bytes) -> Result<Created, Self::Error>;
+    /// Deletes an object; a missing one is not an error.
+    async fn delete(&self, path: &Path) -> Result<(), Self::Error>;
+}
 
 /// The clock a lease's expiry is set and judged by: this machine's, which
 /// may be wrong. Nothing may depend on it for safety: a process whose clock
 /// runs far ahead takes leases that have not expired.
 fn clock_ms() -> i64 {
-    now_ms().saturating_add(clock_skew_ms())
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+    now.saturating_add(clock_skew_ms())
 }
 
 /// How far a test puts this process's clock ahead
@@ -73,8 +92,8 @@ struct Held {
 
 /// A held lease; released when dropped.
 #[derive(Debug)]
-pub(crate) struct Lease {
-    root: Arc<Root>,
+pub(crate) struct Lease<O: LeaseObjects> {
+    objects: Arc<O>,
     /// The generation this process holds now (the renewer moves it on).
     current: Arc<std::sync::Mutex<Path>>,
     /// The lease's directory, and this holder's id.
@@ -91,16 +110,16 @@ fn generation_path(dir: &Path, generation: u64) -> Path {
     dir.clone().join(format!("tier-{generation:020}"))
 }
 
-impl Lease {
-    /// Takes the lease of the table at `table_dir`, waiting while another
-    /// process holds it.
-    /// The lease lasts `ttl` unless renewed.
+impl<O: LeaseObjects> Lease<O> {
+    /// Takes the lease whose generations live in `dir` of `objects`,
+    /// waiting while another process holds it. The lease lasts `ttl`
+    /// unless renewed, which its holder does until it drops it.
     pub(crate) async fn acquire(
-        root: &Arc<Root>,
-        table_dir: &Path,
+        objects: Arc<O>,
+        dir: Path,
         ttl: Duration,
-    ) -> Result<Lease> {
-        let dir = path::lease_dir(table_dir);
+    ) -> Result<Self, O::Error> {
+        let root: &O = &objects;
         let holder = uuid::Uuid::new_v4().to_string();
         loop {
             let generations = list(root, &dir).await?;
@@ -145,7 +164,7 @@ impl Lease {
             }
             let current = Arc::new(std::sync::Mutex::new(path));
             let renewer = tokio::spawn(renew(
-                Arc::clone(root),
+                Arc::clone(&objects),
                 dir.clone(),
                 next,
                 holder.clone(),
@@ -153,7 +172,7 @@ impl Lease {
                 Arc::clone(&current),
             ));
             return Ok(Lease {
-                root: Arc::clone(root),
+                objects: Arc::clone(&objects),
                 current,
                 dir,
                 holder,
@@ -163,17 +182,14 @@ impl Lease {
     }
 }
 
-/// The table's lease generations, oldest first.
-async fn list(root: &Root, dir: &Path) -> Result<Vec<(u64, Path)>> {
+/// The lease's generations, oldest first.
+async fn list<O: LeaseObjects>(root: &O, dir: &Path) -> Result<Vec<(u64, Path)>, O::Error> {
     let mut generations: Vec<(u64, Path)> = root
-        .objects
-        .list(Some(dir))
-        .try_filter_map(|meta| async move {
-            Ok(generation_of(&meta.location).map(|g| (g, meta.location)))
-        })
-        .try_collect()
-        .await
-        .map_err(|source| LocalStoreError::ListLease { source })?;
+        .list(dir)
+        .await?
+        .into_iter()
+        .filter_map(|location| generation_of(&location).map(|g| (g, location)))
+        .collect();
     generations.sort_by_key(|(g, _)| *g);
     Ok(generations)
 }
@@ -182,7 +198,11 @@ async fn list(root: &Root, dir: &Path) -> Result<Vec<(u64, Path)>> {
 /// than `generation`, just created, before this create reached the store.
 /// (A listing that misses `generation` itself, on a store whose listings
 /// lag, is not a take-over: the newest is never deleted for it.)
-async fn overtaken(root: &Root, dir: &Path, generation: u64) -> Result<bool> {
+async fn overtaken<O: LeaseObjects>(
+    root: &O,
+    dir: &Path,
+    generation: u64,
+) -> Result<bool, O::Error> {
     Ok(list(root, dir)
         .await?
         .last()
@@ -193,7 +213,7 @@ async fn overtaken(root: &Root, dir: &Path, generation: u64) -> Result<bool> {
 /// expired, then deletes `path`, so the newest is never deleted and
 /// numbers only grow. Taken over already (the next exists), `path` is no
 /// longer the newest either, and goes too.
-async fn release(root: &Root, dir: &Path, path: &Path, holder: &str) {
+async fn release<O: LeaseObjects>(root: &O, dir: &Path, path: &Path, holder: &str) {
     let Some(generation) = generation_of(path) else {
         return;
     };
@@ -203,33 +223,30 @@ async fn release(root: &Root, dir: &Path, path: &Path, holder: &str) {
     }
 }
 
-async fn create(root: &Root, path: &Path, holder: &str, ttl: Duration) -> Result<Created> {
+async fn create<O: LeaseObjects>(
+    root: &O,
+    path: &Path,
+    holder: &str,
+    ttl: Duration,
+) -> Result<Created, O::Error> {
     let expires_ms = clock_ms() + i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX / 2);
     create_expiring(root, path, holder, expires_ms).await
 }
 
-async fn create_expiring(
-    root: &Root,
+async fn create_expiring<O: LeaseObjects>(
+    root: &O,
     path: &Path,
     holder: &str,
     expires_ms: i64,
-) -> Result<Created> {
-    let held = Held {
-        holder: holder.to_string(),
-        expires_ms,
-    };
-    let bytes =
-        serde_json::to_vec(&held).map_err(|e| LocalStoreError::encoding("a tiering lease", e))?;
-    match root.put_new(path, Bytes::from(bytes)).await {
-        Ok(created) => Ok(created),
-        Err(PutFailed::NotApplied(e) | PutFailed::Unknown(e)) => Err(e),
-    }
+) -> Result<Created, O::Error> {
+    let held = serde_json::json!({ "holder": holder, "expires_ms": expires_ms });
+    root.create(path, Bytes::from(held.to_string())).await
 }
 
 /// Renews the lease every third of its life by creating the next
 /// generation, until the lease is dropped or another process took it over.
-async fn renew(
-    root: Arc<Root>,
+async fn renew<O: LeaseObjects>(
+    root: Arc<O>,
     dir: Path,
     mut generation: u64,
     holder: String,
@@ -239,12 +256,12 @@ async fn renew(
     loop {
         tokio::time::sleep(ttl / 3).await;
         let next = generation_path(&dir, generation + 1);
-        match create(&root, &next, &holder, ttl).await {
+        match create(&*root, &next, &holder, ttl).await {
             Ok(Created::Yes) => {
                 // Taken over while this renewal was on its way: the number
                 // was free again, but it is not the lease. (Not known for
                 // now: the next turn looks again.)
-                if let Ok(true) = overtaken(&root, &dir, generation + 1).await {
+                if let Ok(true) = overtaken(&*root, &dir, generation + 1).await {
                     let _ = root.delete(&next).await;
                     return;
                 }
@@ -265,7 +282,7 @@ async fn renew(
     }
 }
 
-impl Drop for Lease {
+impl<O: LeaseObjects> Drop for Lease<O> {
     fn drop(&mut self) {
         self.renewer.abort();
         let path = self
@@ -273,7 +290,7 @@ impl Drop for Lease {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clone();
-        let root = Arc::clone(&self.root);
+        let root = Arc::clone(&self.objects);
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             return;
         };
@@ -284,7 +301,7 @@ impl Drop for Lease {
         // block, in the background. A lease not released expires anyway.
         // Released by the next generation, already expired: the newest is
         // never deleted, so numbers only grow.
-        let release = async move { release(&root, &dir, &path, &holder).await };
+        let release = async move { release(&*root, &dir, &path, &holder).await };
         if runtime.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread {
             tokio::task::block_in_place(|| runtime.block_on(release));
         } else {
@@ -294,76 +311,113 @@ impl Drop for Lease {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::store::faulty::{Fault, Faults, FaultyStore, Op, Rule};
+impl<O: LeaseObjects> Lease<O> {
+    /// This holder's id.
+    pub(crate) fn holder(&self) -> &str {
+        &self.holder
+    }
 
-    /// A renewal that reaches the store after the lease ran out, was taken
-    /// over, released and taken again lands on a number free again: it
-    /// must neither count as the lease nor take the new holder's away.
+    /// Whether this holder still renews its lease (it stops once it finds
+    /// the lease taken over).
+    pub(crate) fn renewing(&self) -> bool {
+        !self.renewer.is_finished()
+    }
+}
+
+/// The holders of the lease's generations in `dir` there now, oldest first.
+#[cfg(test)]
+pub(crate) async fn holders<O: LeaseObjects>(
+    objects: &O,
+    dir: &Path,
+) -> Result<Vec<(Path, String)>, O::Error> {
+    let mut holders = Vec::new();
+    for (_, generation) in list(objects, dir).await? {
+        // Deleted since the list: an older one a renewal replaced.
+        let Some(bytes) = objects.get(&generation).await? else {
+            continue;
+        };
+        if let Ok(there) = serde_json::from_slice::<Held>(&bytes) {
+            holders.push((generation, there.holder));
+        }
+    }
+    Ok(holders)
+}
+
+#[cfg(test)]
+mod tests {
+    use object_store::memory::InMemory;
+    use object_store::ObjectStore;
+
+    use super::*;
+
+    /// Objects in memory, for leases within one process.
+    #[derive(Debug)]
+    struct Memory(InMemory);
+
+    #[async_trait::async_trait]
+    impl LeaseObjects for Memory {
+        type Error = object_store::Error;
+
+        async fn list(&self, dir: &Path) -> Result<Vec<Path>, Self::Error> {
+            use futures::TryStreamExt;
+            self.0
+                .list(Some(dir))
+                .map_ok(|m| m.location)
+                .try_collect()
+                .await
+        }
+
+        async fn get(&self, path: &Path) -> Result<Option<Bytes>, Self::Error> {
+            super::super::create::get(&self.0, path).await
+        }
+
+        async fn create(&self, path: &Path, bytes: Bytes) -> Result<Created, Self::Error> {
+            super::super::create::create_if_absent(&self.0, path, bytes)
+                .await
+                .map_err(|e| e.into_source())
+        }
+
+        async fn delete(&self, path: &Path) -> Result<(), Self::Error> {
+            match object_store::ObjectStoreExt::delete(&self.0, path).await {
+                Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
+                Err(e) => Err(e),
+            }
+        }
+    }
+
+    /// One holder at a time: a second process waits until the first
+    /// releases the lease, and releasing leaves the newest generation
+    /// there, expired, so numbers only grow.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn a_late_renewal_takes_nothing_from_the_next_holders() {
-        let ttl = Duration::from_secs(3);
-        let objects: Arc<dyn object_store::ObjectStore> =
-            Arc::new(object_store::memory::InMemory::new());
-        let faults = Faults::seeded(5);
-        let id = std::process::id();
-        let (late_url, next_url) = (
-            format!("faulty://late-renewal-{id}"),
-            format!("faulty://next-holders-{id}"),
-        );
-        let late_objects = Arc::new(FaultyStore::new(Arc::clone(&objects), faults.clone()));
-        super::super::register_object_store_with_lease(&late_url, late_objects, ttl)
-            .expect("register");
-        super::super::register_object_store_with_lease(&next_url, objects, ttl).expect("register");
-        let late_root = Root::open(&late_url, &Default::default(), ttl).expect("root");
-        let next_root = Root::open(&next_url, &Default::default(), ttl).expect("root");
-        let table = Path::from("db/t");
-        let late = Lease::acquire(&late_root, &table, ttl)
+    async fn a_second_holder_waits_for_the_first_to_release() {
+        let objects = Arc::new(Memory(InMemory::new()));
+        let dir = Path::from("d/lease");
+        let ttl = Duration::from_secs(30);
+        let first = Lease::acquire(Arc::clone(&objects), dir.clone(), ttl)
             .await
             .expect("the first lease");
-        // Its first renewal (after 1 s) reaches the store 6 s late: the
-        // lease runs out after 3 s.
-        let stalled = faults.add(
-            Rule::new(Op::Put, Fault::Delay(Duration::from_secs(6)))
-                .path_contains("/lease/")
-                .times(1),
-        );
-        let second = Lease::acquire(&next_root, &table, ttl)
-            .await
-            .expect("taken over once the first ran out");
-        assert_eq!(faults.fired(stalled), 1, "the renewal is on its way");
-        drop(second);
-        let third = Lease::acquire(&next_root, &table, ttl)
-            .await
-            .expect("taken after a release");
-        // The late renewal lands (about 7 s after the first lease); the
-        // third holder renews each second, and is looked at between two.
-        tokio::time::sleep(Duration::from_millis(5_500)).await;
-        assert!(
-            late.renewer.is_finished(),
-            "the late holder knows it no longer holds the lease"
-        );
-        let generations = list(&next_root, &path::lease_dir(&table))
-            .await
-            .expect("list");
-        let mut holders = Vec::new();
-        for (_, generation) in &generations {
-            // Deleted since the list: an older one the renewal replaced.
-            let Some(bytes) = next_root.get(generation).await.expect("get") else {
-                continue;
-            };
-            let there: Held = serde_json::from_slice(&bytes).expect("a lease");
-            assert_ne!(there.holder, late.holder, "{generation} is the late one's");
-            holders.push(there.holder);
-        }
+        let second = {
+            let (objects, dir) = (Arc::clone(&objects), dir.clone());
+            tokio::spawn(async move { Lease::acquire(objects, dir, ttl).await })
+        };
+        tokio::time::sleep(Duration::from_millis(600)).await;
+        assert!(!second.is_finished(), "taken while held");
+        drop(first);
+        let second = second.await.expect("join").expect("the second lease");
+        let there = holders(&*objects, &dir).await.expect("holders");
         assert_eq!(
-            holders.last(),
-            Some(&third.holder),
-            "the third holder's generation is the newest: {generations:?}"
+            there.last().map(|(_, h)| h.as_str()),
+            Some(second.holder()),
+            "{there:?}"
         );
-        drop(third);
-        drop(late);
+        let newest = there.last().and_then(|(p, _)| generation_of(p));
+        drop(second);
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let after = list(&*objects, &dir).await.expect("list");
+        assert!(
+            after.last().map(|(g, _)| *g) > newest,
+            "a release leaves a newer generation: {after:?}"
+        );
     }
 
     #[test]

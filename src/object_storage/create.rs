@@ -1,0 +1,188 @@
+//! Create-if-absent on an object store: the one conditional put that makes
+//! an object only if its name is free, and the probe that a store honours
+//! it. Log segments, part lists and leases (see [`super::lease`]) are made
+//! with it.
+//!
+//! Invariants it keeps:
+//!
+//! - **A name is taken once.** A create that finds the name taken reads
+//!   what is there: its own bytes (a put retried after its answer was lost;
+//!   callers' bytes carry an id of their own) count as created, others as
+//!   taken. A refusal with nothing under the name (S3 answers a create
+//!   racing another with 409 even when the other does not land) is asked
+//!   again, a few times, never taken for a taken name.
+//! - **Refused, never used unsafely.** A store that ignores the condition,
+//!   or does not support it, is found by [`probe_create_if_absent`] before
+//!   anything is written.
+//! - A create that failed may still have landed (a timeout): its error says
+//!   the outcome is not known.
+
+use bytes::Bytes;
+use object_store::path::Path;
+use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutPayload};
+
+/// Whether a create made the object or found its name taken.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Created {
+    Yes,
+    AlreadyExists,
+}
+
+/// How many times [`create_if_absent`] asks again when an object store
+/// refuses a create as existing but has no object under the name.
+const CREATE_ATTEMPTS: usize = 5;
+
+/// Why a create failed; the object may have landed all the same.
+#[derive(Debug)]
+pub(crate) enum CreateFailed {
+    /// The put failed (or was refused as existing each time, with nothing
+    /// found under the name).
+    Write(object_store::Error),
+    /// Reading the name back after a refusal failed.
+    Read(object_store::Error),
+}
+
+impl CreateFailed {
+    /// The object store's error, whichever step failed.
+    #[cfg(test)]
+    pub(crate) fn into_source(self) -> object_store::Error {
+        match self {
+            CreateFailed::Write(e) | CreateFailed::Read(e) => e,
+        }
+    }
+}
+
+/// Creates `path` with `bytes` if no object has that name (`PutMode::Create`,
+/// `If-None-Match: *` on S3).
+pub(crate) async fn create_if_absent(
+    objects: &dyn ObjectStore,
+    path: &Path,
+    bytes: Bytes,
+) -> Result<Created, CreateFailed> {
+    for _ in 0..CREATE_ATTEMPTS {
+        let put = objects
+            .put_opts(
+                path,
+                PutPayload::from(bytes.clone()),
+                PutMode::Create.into(),
+            )
+            .await;
+        match put {
+            Ok(_) => return Ok(Created::Yes),
+            Err(object_store::Error::AlreadyExists { .. }) => match get(objects, path).await {
+                Ok(Some(there)) if there == bytes => return Ok(Created::Yes),
+                Ok(Some(_)) => return Ok(Created::AlreadyExists),
+                Ok(None) => continue,
+                Err(e) => return Err(CreateFailed::Read(e)),
+            },
+            // A put that failed may still have landed (a timeout).
+            Err(source) => return Err(CreateFailed::Write(source)),
+        }
+    }
+    Err(CreateFailed::Write(object_store::Error::Generic {
+        store: "local",
+        source: format!("refused {CREATE_ATTEMPTS} times as existing, and not found when read")
+            .into(),
+    }))
+}
+
+/// Reads an object; `None` when there is none.
+pub(crate) async fn get(
+    objects: &dyn ObjectStore,
+    path: &Path,
+) -> Result<Option<Bytes>, object_store::Error> {
+    match objects.get(path).await {
+        Ok(get) => get.bytes().await.map(Some),
+        Err(object_store::Error::NotFound { .. }) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// Why a store did not pass [`probe_create_if_absent`].
+#[derive(Debug)]
+pub(crate) enum ProbeFailed {
+    /// The store does not honour create-if-absent: what it did.
+    Refused(String),
+    /// A create failed with an error that leaves the question open.
+    Failed(object_store::Error),
+    /// Reading the probe object back failed.
+    Read(object_store::Error),
+}
+
+/// Checks that `objects` honours create-if-absent: a second create of one
+/// object is refused as existing, and leaves the first's bytes. Writes and
+/// then deletes an object under `_probe/`.
+pub(crate) async fn probe_create_if_absent(objects: &dyn ObjectStore) -> Result<(), ProbeFailed> {
+    let path = Path::from(format!("_probe/create-if-absent-{}", uuid::Uuid::new_v4()));
+    let create = |bytes: &'static [u8]| {
+        objects.put_opts(
+            &path,
+            PutPayload::from_static(bytes),
+            PutMode::Create.into(),
+        )
+    };
+    // An error other than the answers below leaves the question open.
+    let failed = |e: object_store::Error| match e {
+        object_store::Error::NotImplemented { .. } => {
+            ProbeFailed::Refused("does not support create-if-absent".to_string())
+        }
+        source => ProbeFailed::Failed(source),
+    };
+    let outcome = async {
+        create(b"first").await.map_err(failed)?;
+        match create(b"second").await {
+            Err(object_store::Error::AlreadyExists { .. }) => {}
+            Ok(_) => {
+                return Err(ProbeFailed::Refused(
+                    "ignored a create-if-absent: a second create of one object replaced the \
+                     first"
+                        .to_string(),
+                ))
+            }
+            Err(e) => return Err(failed(e)),
+        }
+        match get(objects, &path).await.map_err(ProbeFailed::Read)? {
+            Some(bytes) if bytes.as_ref() == b"first" => Ok(()),
+            _ => Err(ProbeFailed::Refused(
+                "answered a create-if-absent as refused but replaced the object".to_string(),
+            )),
+        }
+    }
+    .await;
+    let _ = objects.delete(&path).await;
+    outcome
+}
+
+#[cfg(test)]
+mod tests {
+    use object_store::memory::InMemory;
+
+    use super::*;
+
+    /// A name taken by the very bytes being created (a put retried after its
+    /// answer was lost) counts as created; by other bytes, as taken.
+    #[tokio::test]
+    async fn a_name_taken_by_the_same_bytes_counts_as_created() {
+        let objects = InMemory::new();
+        let path = Path::from("a/b");
+        let bytes = Bytes::from_static(b"mine");
+        let first = create_if_absent(&objects, &path, bytes.clone()).await;
+        assert!(matches!(first, Ok(Created::Yes)), "{first:?}");
+        let again = create_if_absent(&objects, &path, bytes).await;
+        assert!(matches!(again, Ok(Created::Yes)), "{again:?}");
+        let other = create_if_absent(&objects, &path, Bytes::from_static(b"other")).await;
+        assert!(matches!(other, Ok(Created::AlreadyExists)), "{other:?}");
+    }
+
+    /// An object store that honours create-if-absent passes the probe, and
+    /// the probe leaves nothing behind.
+    #[tokio::test]
+    async fn a_store_that_honours_the_condition_passes_the_probe() {
+        use futures::TryStreamExt;
+        let objects = InMemory::new();
+        let probed = probe_create_if_absent(&objects).await;
+        assert!(probed.is_ok(), "{probed:?}");
+        let left: Vec<_> = objects.list(None).try_collect().await.expect("list");
+        assert!(left.is_empty(), "{left:?}");
+    }
+}

@@ -1,0 +1,205 @@
+//! Durable files on local disk: how the store's objects reach their names
+//! whole and survive power loss there.
+//!
+//! Invariants it keeps:
+//!
+//! - **Whole under the name.** A file is written to a temporary name
+//!   ([`temporary_name`]), fsynced, then linked (create-if-absent: the link
+//!   fails when the name is taken) or renamed (replace) to its name.
+//! - **Durable before acknowledged.** The directory is fsynced after the
+//!   link or rename, and every directory created on the way is fsynced into
+//!   its parent.
+//! - A temporary file left by a write that died is removed only once old
+//!   ([`remove_temporaries`]); removing one a live write holds fails that
+//!   write before anything of it is published.
+
+use std::path::PathBuf;
+use std::sync::{Mutex, OnceLock};
+
+use crate::object_storage::create::Created;
+
+/// Creates the directories up to `dir` that are missing, fsyncing each new
+/// one into its parent, so their entries survive power loss. `top` (the
+/// store's root) is where the walk stops.
+pub(super) fn create_dirs_durably(
+    top: Option<&std::path::Path>,
+    dir: &std::path::Path,
+) -> std::io::Result<()> {
+    // Directories this process made durable (or found and fsynced into
+    // their parents): another process may have created one and not yet
+    // fsynced it, so an existing directory is synced once too.
+    static DURABLE: OnceLock<Mutex<std::collections::HashSet<PathBuf>>> = OnceLock::new();
+    let durable = DURABLE.get_or_init(Default::default);
+    if durable
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .contains(dir)
+        && dir.is_dir()
+    {
+        return Ok(());
+    }
+    if !dir.is_dir() {
+        if let Some(parent) = dir.parent() {
+            if top.is_none_or(|top| parent.starts_with(top)) {
+                create_dirs_durably(top, parent)?;
+            }
+        }
+        match std::fs::create_dir(dir) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(e),
+        }
+    }
+    if let Some(parent) = dir.parent() {
+        sync_dir(parent)?;
+    }
+    durable
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(dir.to_path_buf());
+    Ok(())
+}
+
+fn sync_dir(dir: &std::path::Path) -> std::io::Result<()> {
+    std::fs::File::open(dir)?.sync_all()
+}
+
+/// A fresh name for the temporary file a write of the file `name` goes
+/// to before it is linked or renamed to `name`: `.NAME.<pid>-<n>.tmp`.
+fn temporary_name(name: &str) -> String {
+    static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    format!(".{name}.{}-{n}.tmp", std::process::id())
+}
+
+/// Whether `file_name` is one of [`temporary_name`]'s names.
+fn is_temporary(file_name: &str) -> bool {
+    let Some(rest) = file_name
+        .strip_prefix('.')
+        .and_then(|rest| rest.strip_suffix(".tmp"))
+    else {
+        return false;
+    };
+    let Some((name, suffix)) = rest.rsplit_once('.') else {
+        return false;
+    };
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    !name.is_empty()
+        && suffix
+            .split_once('-')
+            .is_some_and(|(pid, n)| digits(pid) && digits(n))
+}
+
+/// Removes the temporary files ([`temporary_name`]) under `dir` last
+/// modified before `before`, its subdirectories included (symbolic links
+/// are not followed); what it removed, as (files, bytes).
+///
+/// A temporary file is its write's alone until the write links or renames
+/// it; one left behind is a write that died (a process killed) before.
+/// Removing one a live write still holds fails that write before anything
+/// of it is published (its link or rename finds no file), never a write
+/// that was acknowledged, so the age is a courtesy to writes that are slow,
+/// not what keeps data safe.
+pub(super) fn remove_temporaries(
+    dir: &std::path::Path,
+    before: std::time::SystemTime,
+) -> std::io::Result<(u64, u64)> {
+    let mut removed = (0, 0);
+    let entries = match std::fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(removed),
+        Err(e) => return Err(e),
+    };
+    for entry in entries {
+        let entry = entry?;
+        let kind = entry.file_type()?;
+        if kind.is_dir() {
+            let (files, bytes) = remove_temporaries(&entry.path(), before)?;
+            removed = (removed.0 + files, removed.1 + bytes);
+            continue;
+        }
+        if !kind.is_file() || !is_temporary(&entry.file_name().to_string_lossy()) {
+            continue;
+        }
+        let meta = match entry.metadata() {
+            Ok(meta) => meta,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(e),
+        };
+        if meta.modified()? >= before {
+            continue;
+        }
+        match std::fs::remove_file(entry.path()) {
+            Ok(()) => removed = (removed.0 + 1, removed.1 + meta.len()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(removed)
+}
+
+/// Writes `bytes` to a fresh temporary file beside `file` and fsyncs it.
+fn write_temp(
+    top: Option<&std::path::Path>,
+    file: &std::path::Path,
+    bytes: &[u8],
+) -> std::io::Result<PathBuf> {
+    use std::io::Write;
+    let dir = file
+        .parent()
+        .ok_or_else(|| std::io::Error::other("an object path has no directory"))?;
+    create_dirs_durably(top, dir)?;
+    let name = file
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let temp = dir.join(temporary_name(&name));
+    let mut out = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&temp)?;
+    out.write_all(bytes)?;
+    out.sync_all()?;
+    Ok(temp)
+}
+
+/// Create-if-absent on local disk. An error says whether the object may
+/// have landed under its name (`true`) or surely did not.
+pub(super) fn durable_create(
+    top: Option<&std::path::Path>,
+    file: &std::path::Path,
+    bytes: &[u8],
+) -> Result<Created, (bool, std::io::Error)> {
+    let temp = write_temp(top, file, bytes).map_err(|e| (false, e))?;
+    super::failpoint("put-before-link");
+    // A hard link fails when the name is taken: create-if-absent.
+    let linked = std::fs::hard_link(&temp, file);
+    let _ = std::fs::remove_file(&temp);
+    match linked {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            return Ok(Created::AlreadyExists)
+        }
+        Err(e) => return Err((false, e)),
+    }
+    if let Some(dir) = file.parent() {
+        sync_dir(dir).map_err(|e| (true, e))?;
+    }
+    Ok(Created::Yes)
+}
+
+pub(super) fn durable_replace(
+    top: Option<&std::path::Path>,
+    file: &std::path::Path,
+    bytes: &[u8],
+) -> std::io::Result<()> {
+    let temp = write_temp(top, file, bytes)?;
+    if let Err(e) = std::fs::rename(&temp, file) {
+        let _ = std::fs::remove_file(&temp);
+        return Err(e);
+    }
+    if let Some(dir) = file.parent() {
+        sync_dir(dir)?;
+    }
+    Ok(())
+}
