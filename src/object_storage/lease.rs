@@ -60,10 +60,7 @@ pub(crate) trait LeaseObjects: std::fmt::Debug + Send + Sync + 'static {
 /// may be wrong. Nothing may depend on it for safety: a process whose clock
 /// runs far ahead takes leases that have not expired.
 fn clock_ms() -> i64 {
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
-    now.saturating_add(clock_skew_ms())
+    crate::clock::now_ms_signed().saturating_add(clock_skew_ms())
 }
 
 /// How far a test puts this process's clock ahead

@@ -205,7 +205,7 @@ impl Inner {
         Ok(waiting.due(
             self.options.tier_target_size,
             self.options.tier_max_delay,
-            table::now_ms(),
+            crate::clock::now_ms_signed(),
         ))
     }
 

@@ -92,12 +92,6 @@ impl std::fmt::Debug for TableState {
     }
 }
 
-pub(crate) fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-}
-
 /// A number unique across processes and time: the clock in nanoseconds,
 /// the process id and a counter.
 fn unique() -> u128 {

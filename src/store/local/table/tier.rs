@@ -33,7 +33,7 @@ use super::super::segment::{self, log_schema, Entry};
 use super::super::{failpoint, path, LOCAL};
 use super::incarnation::{pin, Incarnation};
 use super::tiered::Passed;
-use super::{column_names, missing_columns, now_ms, TableState};
+use super::{column_names, missing_columns, TableState};
 use crate::error::{Error, Result};
 use crate::object_storage::S3Options;
 use crate::progress::Progress;
@@ -280,7 +280,7 @@ impl TableState {
         let mut marker = self.marker(incarnation).await?.unwrap_or_default();
         let mut changed = false;
         let mut pinned = None;
-        let now = now_ms();
+        let now = crate::clock::now_ms_signed();
         if marker.position < position {
             if let Some(snapshot_id) = snapshot_id {
                 pinned = Some(snapshot_id);
