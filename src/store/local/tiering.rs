@@ -19,7 +19,7 @@ use std::time::Duration;
 use paimon::catalog::Identifier;
 use paimon::table::Table;
 
-use super::{table, Inner, TIERING_LOG};
+use super::{Inner, TIERING_LOG};
 use crate::error::{Error, Result};
 use crate::maintenance;
 use crate::options;
