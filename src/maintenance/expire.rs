@@ -85,7 +85,7 @@ use paimon::spec::{IndexManifest, Manifest, ManifestList, Snapshot};
 use paimon::table::{BranchManager, Table, TagManager};
 
 use crate::error::{Error, Result};
-use crate::store::local::failpoint;
+use crate::failpoint::failpoint;
 
 /// Paimon's option: the fewest snapshots kept.
 pub const NUM_RETAINED_MIN: &str = "snapshot.num-retained.min";

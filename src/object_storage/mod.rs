@@ -24,8 +24,6 @@ mod ddl;
 pub(crate) mod disk_full;
 mod guard;
 mod local;
-#[cfg(any(test, feature = "testing"))]
-pub(crate) mod pause;
 mod schema_lock;
 
 use std::collections::HashMap;

@@ -296,7 +296,7 @@ impl Drop for Lease {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::faulty::{Fault, Faults, FaultyStore, Op, Rule};
+    use crate::testing::faulty::{Fault, Faults, FaultyStore, Op, Rule};
 
     /// A renewal that reaches the store after the lease ran out, was taken
     /// over, released and taken again lands on a number free again: it

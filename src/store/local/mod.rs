@@ -55,6 +55,7 @@ use futures::future::BoxFuture;
 use paimon::catalog::{Catalog, Identifier};
 use paimon::table::Table;
 
+pub(crate) use crate::failpoint::failpoint;
 pub use root::{register_object_store, register_object_store_with_lease};
 pub use table::TIER_USER;
 
@@ -122,36 +123,6 @@ const DEFAULT_TIER_TARGET_SIZE: u64 = 128 << 20;
 /// alone see rows at most this much later (plus one check interval).
 const DEFAULT_TIER_MAX_DELAY: Duration = Duration::from_secs(180);
 const DEFAULT_TIER_MAX_ROWS: u64 = 2_000_000;
-
-/// A test hook: a process whose `LAKESTREAM_FAILPOINT` names this point
-/// aborts there, as a crash would. One whose `LAKESTREAM_PAUSEPOINT` is
-/// `NAME=DIR` stops there, as a paused process would (a stopped process, a
-/// suspended machine): it creates `DIR/reached`, then waits until
-/// `DIR/resume` exists. Used by the crash-safety tests.
-pub(crate) fn failpoint(name: &str) {
-    static POINT: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
-    static PAUSE: std::sync::OnceLock<Option<(String, std::path::PathBuf)>> =
-        std::sync::OnceLock::new();
-    let point = POINT.get_or_init(|| std::env::var("LAKESTREAM_FAILPOINT").ok());
-    if point.as_deref() == Some(name) {
-        eprintln!("lakestream: failpoint '{name}' reached, aborting");
-        std::process::abort();
-    }
-    let pause = PAUSE.get_or_init(|| {
-        let value = std::env::var("LAKESTREAM_PAUSEPOINT").ok()?;
-        let (point, dir) = value.split_once('=')?;
-        Some((point.to_string(), std::path::PathBuf::from(dir)))
-    });
-    if let Some((point, dir)) = pause {
-        if point == name {
-            eprintln!("lakestream: pause point '{name}' reached, waiting");
-            let _ = std::fs::write(dir.join("reached"), name);
-            while !dir.join("resume").exists() {
-                std::thread::sleep(Duration::from_millis(10));
-            }
-        }
-    }
-}
 
 /// Options of the `local` store.
 #[derive(Debug, Clone, PartialEq, Eq)]
