@@ -73,7 +73,7 @@
 //! A file a retained snapshot names that cannot be read stops the run before
 //! anything is deleted: the reference set would be incomplete.
 //!
-//! The fail points (`LAKESTREAM_FAILPOINT`, for the crash tests) are
+//! The fail points (`crate::failpoint`, for the crash tests) are
 //! `expire-before-delete`, `expire-after-data`, `expire-after-manifests`,
 //! `expire-after-manifest-lists`, `expire-after-first-snapshot` and
 //! `expire-before-hint`.
