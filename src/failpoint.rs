@@ -274,6 +274,8 @@ mod armed {
 
     #[cfg(test)]
     mod tests {
+        use futures::FutureExt;
+
         use super::*;
 
         /// A pause holds the first work on its scope (or under it) at its
@@ -282,14 +284,22 @@ mod armed {
         async fn a_pause_holds_the_first_arrival_on_its_scope() {
             let pause = Pause::new("test-point-scope", "/w/db.db/t");
             // Another point, another table, a sibling whose name starts
-            // alike: none is held.
-            failpoint_in("test-point-other", "/w/db.db/t/snapshot-1").await;
-            failpoint_in("test-point-scope", "/w/db.db/t2/snapshot-1").await;
-            failpoint_in("test-point-scope", "/w/db.db").await;
+            // alike: none is held (each is done at its first poll).
+            for (point, key) in [
+                ("test-point-other", "/w/db.db/t/snapshot-1"),
+                ("test-point-scope", "/w/db.db/t2/snapshot-1"),
+                ("test-point-scope", "/w/db.db"),
+            ] {
+                let passed = failpoint_in(point, key).now_or_never().is_some();
+                assert!(passed, "{point} on {key} was held");
+            }
             let held = tokio::spawn(failpoint_in("test-point-scope", "/w/db.db/t/snapshot-1"));
             assert_eq!(pause.reached().await, "/w/db.db/t/snapshot-1");
             // Only the first waits.
-            failpoint_in("test-point-scope", "/w/db.db/t/snapshot-2").await;
+            let passed = failpoint_in("test-point-scope", "/w/db.db/t/snapshot-2")
+                .now_or_never()
+                .is_some();
+            assert!(passed, "a second arrival was held");
             assert!(!held.is_finished(), "the held work went on unreleased");
             pause.release();
             held.await.expect("the held work");
