@@ -12,14 +12,13 @@ mod context;
 pub mod error;
 mod exec;
 mod extension;
+mod failpoint;
 pub mod maintenance;
 mod merge;
 pub mod name;
 pub mod notice;
 pub mod object_storage;
 pub mod options;
-#[cfg(any(test, feature = "testing"))]
-pub(crate) mod pause;
 pub(crate) mod planner;
 mod procedure;
 pub mod progress;
@@ -29,7 +28,7 @@ mod schema_stamp;
 pub mod store;
 mod table;
 mod table_cache;
-#[cfg(feature = "testing")]
+#[cfg(any(test, feature = "testing"))]
 pub mod testing;
 
 pub use catalog::LakeStreamCatalog;

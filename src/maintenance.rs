@@ -415,17 +415,8 @@ pub(crate) async fn publish_or_discard(
     created: &[String],
     failpoints: &str,
 ) -> Result<Option<i64>> {
-    let (snapshot_id, published) = publish(
-        table,
-        latest,
-        schema_id,
-        records,
-        base,
-        delta,
-        &format!("{failpoints}-before-publish"),
-        &format!("{failpoints}-after-publish"),
-    )
-    .await?;
+    let (snapshot_id, published) =
+        publish(table, latest, schema_id, records, base, delta, failpoints).await?;
     if !published {
         delete_all(table, created).await;
         return Ok(None);
@@ -436,9 +427,8 @@ pub(crate) async fn publish_or_discard(
 /// Publishes a `COMPACT` snapshot of schema `schema_id` with manifest lists
 /// `base` and `delta` as the successor of `latest`, the way paimon publishes
 /// its own; its id, and `false` when another commit published that
-/// successor first. The
-/// failpoints name the crash tests' points before and after.
-#[allow(clippy::too_many_arguments)]
+/// successor first. The fail points before and after are
+/// `<failpoints>-before-publish` and `<failpoints>-after-publish`.
 pub(crate) async fn publish(
     table: &Table,
     latest: &Snapshot,
@@ -446,8 +436,7 @@ pub(crate) async fn publish(
     records: i64,
     base: String,
     delta: String,
-    before: &str,
-    after: &str,
+    failpoints: &str,
 ) -> Result<(i64, bool)> {
     let snapshot = Snapshot::builder()
         .version(3)
@@ -474,7 +463,7 @@ pub(crate) async fn publish(
         Some(_) => None,
         None => crate::object_storage::local_path(&snapshots.snapshot_path(snapshot.id())),
     };
-    crate::store::local::failpoint(before);
+    crate::failpoint::failpoint(format_args!("{failpoints}-before-publish"));
     // Once publication starts its outcome may be unknown: on an error the
     // files stay, as paimon's own commit leaves them.
     let created = match local {
@@ -503,7 +492,7 @@ pub(crate) async fn publish(
                 .await?
         }
     };
-    crate::store::local::failpoint(after);
+    crate::failpoint::failpoint(format_args!("{failpoints}-after-publish"));
     Ok((snapshot.id(), published))
 }
 

@@ -73,7 +73,7 @@ impl LakeStreamCatalog {
         }
         // A crash here leaves a lake-stream table its store has no table
         // for; the next `CREATE TABLE IF NOT EXISTS` attaches it.
-        crate::store::local::failpoint("create-before-attach");
+        crate::failpoint::failpoint("create-before-attach");
         let created = self.get_table_settled(identifier).await?;
         let created_schema = created.schema().id();
         let attached = store
@@ -162,11 +162,9 @@ impl LakeStreamCatalog {
         creation: Schema,
     ) -> Result<()> {
         let started = now_millis();
-        #[cfg(any(test, feature = "testing"))]
-        crate::pause::point("create-before-create", identifier).await;
+        crate::failpoint::failpoint_in("create-before-create", identifier).await;
         self.inner.create_table(identifier, creation, false).await?;
-        #[cfg(any(test, feature = "testing"))]
-        crate::pause::point("create-before-check", identifier).await;
+        crate::failpoint::failpoint_in("create-before-check", identifier).await;
         let table = self.get_table_settled(identifier).await?;
         let snapshots = table.snapshot_manager();
         let Some(earliest) = snapshots.earliest_snapshot_id().await? else {

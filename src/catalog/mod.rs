@@ -772,7 +772,7 @@ impl crate::object_storage::forward::Decorator for LakeStreamCatalog {
                 .map_err(paimon::Error::from)
         };
         #[cfg(any(test, feature = "testing"))]
-        crate::pause::point("alter-before-write", identifier).await;
+        crate::failpoint::failpoint_in("alter-before-write", identifier).await;
         let altered = self
             .guarded
             .alter_table_checked(identifier, changes, ignore_if_not_exists, &schema_check)

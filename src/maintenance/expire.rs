@@ -73,7 +73,7 @@
 //! A file a retained snapshot names that cannot be read stops the run before
 //! anything is deleted: the reference set would be incomplete.
 //!
-//! The fail points (`LAKESTREAM_FAILPOINT`, for the crash tests) are
+//! The fail points (`crate::failpoint`, for the crash tests) are
 //! `expire-before-delete`, `expire-after-data`, `expire-after-manifests`,
 //! `expire-after-manifest-lists`, `expire-after-first-snapshot` and
 //! `expire-before-hint`.
@@ -85,7 +85,7 @@ use paimon::spec::{IndexManifest, Manifest, ManifestList, Snapshot};
 use paimon::table::{BranchManager, Table, TagManager};
 
 use crate::error::{Error, Result};
-use crate::store::local::failpoint;
+use crate::failpoint::failpoint;
 
 /// Paimon's option: the fewest snapshots kept.
 pub const NUM_RETAINED_MIN: &str = "snapshot.num-retained.min";

@@ -103,8 +103,7 @@ async fn rename_no_replace(
     args: OpRename,
 ) -> Result<()> {
     let (from, to) = (super::absolute(from_key), super::absolute(to_key));
-    #[cfg(any(test, feature = "testing"))]
-    super::pause::before_publish(&to).await;
+    crate::failpoint::failpoint_in("publish-before-link", to.display()).await;
     let error = match link(&from, &to).await {
         Ok(()) => {
             // The name is published; a leftover old name is harmless.

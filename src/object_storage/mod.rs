@@ -27,8 +27,6 @@ pub(crate) mod forward;
 mod guard;
 pub(crate) mod lease;
 mod local;
-#[cfg(any(test, feature = "testing"))]
-pub(crate) mod pause;
 mod schema_lock;
 
 use std::collections::HashMap;

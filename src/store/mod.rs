@@ -7,7 +7,6 @@
 //! through [`StoreRegistry::register`].
 
 mod change;
-pub mod faulty;
 #[cfg(feature = "fluss")]
 pub mod fluss;
 mod lazy;

@@ -78,6 +78,7 @@
 //! returns.
 
 mod database;
+pub mod faulty;
 
 use std::any::Any;
 use std::collections::HashMap;
@@ -90,12 +91,10 @@ use tempfile::TempDir;
 use crate::store::StoreFactory;
 use crate::LakeStreamContext;
 
+/// Work held at a named fail point, for race tests.
+pub use crate::failpoint::Pause;
 /// A full disk under a local warehouse's directory, for fault tests.
 pub use crate::object_storage::disk_full::DiskFull;
-/// A commit held just before its file gets its name, for race tests.
-pub use crate::object_storage::pause::PublishPause;
-/// A statement held at a named point, for race tests.
-pub use crate::pause::Pause;
 pub use database::{text_rows, AfterStatements, Database, STATEMENT_TIMEOUT};
 pub use sqllogictest;
 

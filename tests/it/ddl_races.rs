@@ -33,7 +33,7 @@ async fn race(
     b: &LakeStreamContext,
     meanwhile: &[&str],
 ) -> Result<(), String> {
-    let pause = Pause::new(point, &format!("default.{table}"));
+    let pause = Pause::new(point, format!("default.{table}"));
     let first = Box::pin(try_run(a, paused));
     let second = async {
         pause.reached().await;

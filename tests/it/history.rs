@@ -109,7 +109,7 @@ use datafusion::arrow::util::display::array_value_to_string;
 use futures::StreamExt;
 use paimon_lakestream::LakeStreamContext;
 
-use paimon_lakestream::store::faulty::SplitMix64;
+use paimon_lakestream::testing::faulty::SplitMix64;
 
 use crate::s3_server::TestS3;
 use crate::support::{child_command, forward_lines, local_store_options, try_ids};

@@ -17,9 +17,9 @@ use datafusion::arrow::record_batch::RecordBatch;
 use object_store::memory::InMemory;
 use object_store::ObjectStore;
 use paimon::table::Table;
-use paimon_lakestream::store::faulty::{Fault, Faults, FaultyStore, Op, Rule, RuleId};
 use paimon_lakestream::store::local::{register_object_store_with_lease, LocalOptions, LocalStore};
 use paimon_lakestream::store::{table_arrow_schema, LakestreamStore as _, WriteKind};
+use paimon_lakestream::testing::faulty::{Fault, Faults, FaultyStore, Op, Rule, RuleId};
 use paimon_lakestream::LakeStreamContext;
 
 use crate::support::{paimon_table, run, CatalogKind, TestWarehouse};

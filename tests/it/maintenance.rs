@@ -499,12 +499,12 @@ async fn context_on(dir: &TempDir) -> LakeStreamContext {
 /// both at once.
 ///
 /// No timing decides it: the tiering is held just before its first commit
-/// lands (a `PublishPause`) while the compaction is asked for, and every
+/// lands (a `Pause` at `publish-before-link`) while the compaction is asked for, and every
 /// update of the board is heard, in order, through a subscription.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn maintenance_reports_progress_and_waits_for_a_running_tiering() {
     use paimon_lakestream::progress::{running_work, subscribe, WorkStatus};
-    use paimon_lakestream::testing::PublishPause;
+    use paimon_lakestream::testing::Pause;
     use std::sync::Arc;
 
     let dir = TempDir::new().expect("temp dir");
@@ -540,7 +540,10 @@ async fn maintenance_reports_progress_and_waits_for_a_running_tiering() {
         tokio::spawn(async move { ctx.sql(sql).await?.collect().await })
     };
     let updates = subscribe();
-    let pause = PublishPause::new(&dir.path().join("warehouse/default.db/pr"));
+    let pause = Pause::new(
+        "publish-before-link",
+        dir.path().join("warehouse/default.db/pr"),
+    );
     let tiering = call("CALL sys.lakestream_tier('default.pr')");
     let held = pause.reached().await;
     assert!(

@@ -9,8 +9,8 @@ use std::sync::Arc;
 
 use object_store::memory::InMemory;
 use object_store::ObjectStore;
-use paimon_lakestream::store::faulty::{Fault, Faults, FaultyStore, Op, Rule};
 use paimon_lakestream::store::local::register_object_store;
+use paimon_lakestream::testing::faulty::{Fault, Faults, FaultyStore, Op, Rule};
 use paimon_lakestream::LakeStreamContext;
 
 use crate::support::{

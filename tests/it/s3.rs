@@ -8,8 +8,8 @@ use std::sync::Arc;
 
 use futures::TryStreamExt;
 use object_store::ObjectStore;
-use paimon_lakestream::store::faulty::{Fault, Faults, FaultyStore, Op, Rule};
 use paimon_lakestream::store::local::register_object_store;
+use paimon_lakestream::testing::faulty::{Fault, Faults, FaultyStore, Op, Rule};
 use paimon_lakestream::LakeStreamContext;
 
 use crate::s3_server::TestS3;

@@ -171,7 +171,7 @@ pub(super) fn durable_create(
     bytes: &[u8],
 ) -> Result<Created, (bool, std::io::Error)> {
     let temp = write_temp(top, file, bytes).map_err(|e| (false, e))?;
-    super::failpoint("put-before-link");
+    crate::failpoint::failpoint("put-before-link");
     // A hard link fails when the name is taken: create-if-absent.
     let linked = std::fs::hard_link(&temp, file);
     let _ = std::fs::remove_file(&temp);

@@ -487,7 +487,7 @@ mod tests {
     /// would put an entry naming parts that are gone.
     #[tokio::test]
     async fn a_claim_the_store_has_but_a_read_misses_keeps_the_parts() {
-        use crate::store::faulty::{ErrorKind, Fault, Faults, FaultyStore, Op, Rule};
+        use crate::testing::faulty::{ErrorKind, Fault, Faults, FaultyStore, Op, Rule};
         let url = "faulty://leftovers-missed-claim";
         let faults = Faults::new();
         let inner: std::sync::Arc<dyn object_store::ObjectStore> =

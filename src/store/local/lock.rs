@@ -200,7 +200,7 @@ mod tests {
     use super::*;
     use crate::object_storage::lease::holders;
     use crate::object_storage::S3Options;
-    use crate::store::faulty::{Fault, Faults, FaultyStore, Op, Rule};
+    use crate::testing::faulty::{Fault, Faults, FaultyStore, Op, Rule};
 
     /// A write's checks read their files while it holds the trim lock, in
     /// the lock's own trip: an exclusive holder (a trim, a drop) cannot run

@@ -74,36 +74,6 @@ use crate::store::{
 /// The identifier of the embedded store.
 pub const LOCAL: &str = "local";
 
-/// A test hook: a process whose `LAKESTREAM_FAILPOINT` names this point
-/// aborts there, as a crash would. One whose `LAKESTREAM_PAUSEPOINT` is
-/// `NAME=DIR` stops there, as a paused process would (a stopped process, a
-/// suspended machine): it creates `DIR/reached`, then waits until
-/// `DIR/resume` exists. Used by the crash-safety tests.
-pub(crate) fn failpoint(name: &str) {
-    static POINT: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
-    static PAUSE: std::sync::OnceLock<Option<(String, std::path::PathBuf)>> =
-        std::sync::OnceLock::new();
-    let point = POINT.get_or_init(|| std::env::var("LAKESTREAM_FAILPOINT").ok());
-    if point.as_deref() == Some(name) {
-        eprintln!("lakestream: failpoint '{name}' reached, aborting");
-        std::process::abort();
-    }
-    let pause = PAUSE.get_or_init(|| {
-        let value = std::env::var("LAKESTREAM_PAUSEPOINT").ok()?;
-        let (point, dir) = value.split_once('=')?;
-        Some((point.to_string(), std::path::PathBuf::from(dir)))
-    });
-    if let Some((point, dir)) = pause {
-        if point == name {
-            eprintln!("lakestream: pause point '{name}' reached, waiting");
-            let _ = std::fs::write(dir.join("reached"), name);
-            while !dir.join("resume").exists() {
-                std::thread::sleep(Duration::from_millis(10));
-            }
-        }
-    }
-}
-
 /// Creates `local` stores.
 #[derive(Debug, Default)]
 pub struct LocalStoreFactory;

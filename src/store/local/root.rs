@@ -630,7 +630,7 @@ mod tests {
     /// taken name: a log position skipped so would stop tiering for good.
     #[tokio::test]
     async fn a_create_refused_but_not_there_is_made() {
-        use crate::store::faulty::{ErrorKind, Fault, Faults, FaultyStore, Op, Rule};
+        use crate::testing::faulty::{ErrorKind, Fault, Faults, FaultyStore, Op, Rule};
         let url = "faulty://root-create-conflict";
         let faults = Faults::new();
         let inner: Arc<dyn ObjectStore> = Arc::new(InMemory::new());

@@ -30,7 +30,8 @@ use paimon::table::Table;
 
 use super::super::error::LocalStoreError;
 use super::super::segment::{self, log_schema, Entry};
-use super::super::{failpoint, path, LOCAL};
+use super::super::{path, LOCAL};
+use crate::failpoint::failpoint;
 use super::incarnation::{pin, Incarnation};
 use super::tiered::Passed;
 use super::{column_names, missing_columns, TableState};

@@ -9,7 +9,7 @@
 //! # use std::sync::Arc;
 //! # use std::time::Duration;
 //! # use object_store::memory::InMemory;
-//! use paimon_lakestream::store::faulty::{Fault, FaultyStore, Faults, Op, Rule};
+//! use paimon_lakestream::testing::faulty::{Fault, FaultyStore, Faults, Op, Rule};
 //!
 //! let faults = Faults::seeded(7);
 //! let store = FaultyStore::new(Arc::new(InMemory::new()), faults.clone());
