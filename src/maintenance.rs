@@ -778,6 +778,24 @@ pub(crate) fn corrupt(table: &Table, reason: String) -> Error {
     }
 }
 
+/// Deletes `path`; one already gone is fine (a crashed run deleted it).
+pub(crate) async fn delete(table: &Table, path: &str) -> Result<()> {
+    let file_io = table.file_io();
+    match file_io.delete_file(path).await {
+        Ok(()) => Ok(()),
+        Err(e) => {
+            if file_io.exists(path).await.unwrap_or(true) {
+                Err(Error::MaintenanceFailed {
+                    table: table.identifier().full_name(),
+                    reason: format!("cannot delete '{path}': {e}"),
+                })
+            } else {
+                Ok(())
+            }
+        }
+    }
+}
+
 pub(crate) async fn delete_all(table: &Table, paths: &[String]) {
     for path in paths {
         let _ = table.file_io().delete_file(path).await;

@@ -82,7 +82,7 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 use std::time::Duration;
 
 use paimon::spec::{IndexManifest, Manifest, ManifestList, Snapshot};
-use paimon::table::{BranchManager, Table, TagManager};
+use paimon::table::{BranchManager, Table};
 
 use crate::error::{Error, Result};
 use crate::failpoint::failpoint;
@@ -400,31 +400,31 @@ pub async fn expire_snapshots(
     failpoint("expire-before-delete");
     for file in named.files.difference(&keep.files) {
         for path in by_name.get(file).into_iter().flatten() {
-            delete(table, path).await?;
+            super::delete(table, path).await?;
             report.data_files += 1;
             one_more();
         }
     }
     for path in named.external.difference(&keep.external) {
-        delete(table, path).await?;
+        super::delete(table, path).await?;
         report.data_files += 1;
         one_more();
     }
     failpoint("expire-after-data");
     for name in named.manifests.difference(&keep.manifests) {
-        delete(table, &format!("{manifest_dir}/{name}")).await?;
+        super::delete(table, &format!("{manifest_dir}/{name}")).await?;
         report.manifests += 1;
         one_more();
     }
     failpoint("expire-after-manifests");
     for name in named.lists.difference(&keep.lists) {
-        delete(table, &format!("{manifest_dir}/{name}")).await?;
+        super::delete(table, &format!("{manifest_dir}/{name}")).await?;
         report.manifests += 1;
         one_more();
     }
     failpoint("expire-after-manifest-lists");
     for (n, snapshot) in expired.iter().enumerate() {
-        delete(table, &snapshots.snapshot_path(snapshot.id())).await?;
+        super::delete(table, &snapshots.snapshot_path(snapshot.id())).await?;
         one_more();
         if n == 0 {
             failpoint("expire-after-first-snapshot");
@@ -463,7 +463,7 @@ fn decoupled_changelog(table: &Table) -> Option<&'static str> {
 /// and data directories.)
 pub(crate) async fn tags_and_branches(table: &Table) -> Result<Vec<Snapshot>> {
     let snapshots = table.snapshot_manager();
-    let mut found: Vec<Snapshot> = list_tags(&table.tag_manager())
+    let mut found: Vec<Snapshot> = super::tags::list_tags(&table.tag_manager())
         .await?
         .into_iter()
         .map(|t| t.1)
@@ -472,26 +472,13 @@ pub(crate) async fn tags_and_branches(table: &Table) -> Result<Vec<Snapshot>> {
     for branch in branches.list_all().await? {
         found.extend(snapshots.with_branch(&branch).list_all().await?);
         found.extend(
-            list_tags(&table.tag_manager().with_branch(&branch))
+            super::tags::list_tags(&table.tag_manager().with_branch(&branch))
                 .await?
                 .into_iter()
                 .map(|t| t.1),
         );
     }
     Ok(found)
-}
-
-/// Every tag `tags` lists, with its snapshot; one deleted between the
-/// listing and its read (a tag refused by [`super::tags::create_tag`], or
-/// deleted) is left out, where paimon's `list_all` fails.
-pub(crate) async fn list_tags(tags: &TagManager) -> Result<Vec<(String, Snapshot)>> {
-    let mut out = Vec::new();
-    for name in tags.list_all_names().await? {
-        if let Some(snapshot) = tags.get(&name).await? {
-            out.push((name, snapshot));
-        }
-    }
-    Ok(out)
 }
 
 /// File names a set of snapshots references.
@@ -588,22 +575,4 @@ pub(crate) async fn collect(
         files.files.insert(statistics.to_string());
     }
     Ok(())
-}
-
-/// Deletes `path`; one already gone is fine (a crashed run deleted it).
-pub(crate) async fn delete(table: &Table, path: &str) -> Result<()> {
-    let file_io = table.file_io();
-    match file_io.delete_file(path).await {
-        Ok(()) => Ok(()),
-        Err(e) => {
-            if file_io.exists(path).await.unwrap_or(true) {
-                Err(Error::MaintenanceFailed {
-                    table: table.identifier().full_name(),
-                    reason: format!("cannot delete '{path}': {e}"),
-                })
-            } else {
-                Ok(())
-            }
-        }
-    }
 }

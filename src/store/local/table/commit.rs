@@ -34,11 +34,11 @@ use super::super::error::LocalStoreError;
 use super::super::root::PutFailed;
 use super::super::segment::{self, Part, PartList};
 use super::super::{leftovers, path, LOCAL};
-use crate::failpoint::failpoint;
 use super::incarnation::Incarnation;
 use super::segments::{Held, Info};
 use super::{unique, TableState};
 use crate::error::{Error, Result};
+use crate::failpoint::failpoint;
 use crate::object_storage::create::Created;
 use crate::store::WriteKind;
 
