@@ -167,7 +167,7 @@ impl SchemaStamp {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use std::sync::atomic::{AtomicUsize, Ordering};
 
     use std::collections::HashMap;
@@ -178,7 +178,9 @@ mod tests {
 
     use super::*;
 
-    async fn table_in(dir: &std::path::Path) -> (Arc<dyn Catalog>, Identifier, Table) {
+    /// A file-system warehouse in `dir` with one table, `db.t (id INT)`,
+    /// and a handle on it.
+    pub(crate) async fn table_in(dir: &std::path::Path) -> (Arc<dyn Catalog>, Identifier, Table) {
         let options = HashMap::from([("warehouse".to_string(), dir.display().to_string())]);
         let catalog = CatalogFactory::create(Options::from_map(options))
             .await

@@ -127,34 +127,8 @@ impl TableCache {
 
 #[cfg(test)]
 mod tests {
-    use std::collections::HashMap;
-
-    use paimon::catalog::Catalog;
-    use paimon::spec::{DataType, IntType, Schema};
-
     use super::*;
-
-    async fn table_in(dir: &std::path::Path) -> (std::sync::Arc<dyn Catalog>, Identifier, Table) {
-        let options = HashMap::from([("warehouse".to_string(), dir.display().to_string())]);
-        let catalog = crate::options::create_paimon_catalog(&options)
-            .await
-            .expect("catalog");
-        catalog
-            .create_database("db", false, HashMap::new())
-            .await
-            .expect("database");
-        let identifier = Identifier::new("db", "t");
-        let schema = Schema::builder()
-            .column("id", DataType::Int(IntType::new()))
-            .build()
-            .expect("schema");
-        catalog
-            .create_table(&identifier, schema, false)
-            .await
-            .expect("table");
-        let table = catalog.get_table(&identifier).await.expect("load");
-        (catalog, identifier, table)
-    }
+    use crate::schema_stamp::tests::table_in;
 
     /// A remembered handle is reused while its schema file is unchanged,
     /// and dropped once the file is rewritten (same length or shorter) or

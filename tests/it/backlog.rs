@@ -1,5 +1,5 @@
 //! Reads over a `local` store holding many small writes: the process
-//! coalesces the entries it holds into blocks (`src/store/local/table.rs`),
+//! coalesces the entries it holds into blocks (`src/store/local/table/segments.rs`),
 //! and a `t$rt` read still gives every acknowledged row once, in write
 //! order, whatever tiering or another process did meanwhile.
 
