@@ -417,19 +417,6 @@ fn cycles(graph: &BTreeMap<String, BTreeSet<String>>) -> Vec<Vec<String>> {
     state.found
 }
 
-/// File cycles that remain, each with why, until they are taken apart. The
-/// list can only shrink: a cycle that differs from these in any file fails.
-const KNOWN_FILE_CYCLES: &[(&[&str], &str)] = &[(
-    &[
-        "store/local/leftovers.rs",
-        "store/local/root.rs",
-        "store/local/table/commit.rs",
-        "store/local/table/mod.rs",
-    ],
-    "a root keeps the state of each table under it (one per root and \
-     table in a process), and a table's state writes through its root",
-)];
-
 struct Crate {
     layers: Vec<Vec<String>>,
     sources: Vec<Source>,
@@ -517,9 +504,7 @@ fn broken_rules(krate: &Crate) -> Vec<String> {
         broken.push(format!("modules import each other in a cycle: {cycle:?}"));
     }
     for cycle in cycles(&file_graph) {
-        if !KNOWN_FILE_CYCLES.iter().any(|(known, _)| *known == cycle) {
-            broken.push(format!("files import each other in a cycle: {cycle:?}"));
-        }
+        broken.push(format!("files import each other in a cycle: {cycle:?}"));
     }
     broken.sort();
     broken.dedup();

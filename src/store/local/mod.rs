@@ -63,7 +63,7 @@ pub use table::TIER_USER;
 
 use self::options::{binding_location, local_options};
 use self::root::Root;
-use self::table::{with_row_kind, PartsWriter};
+use self::table::{with_row_kind, PartsWriter, TableState};
 use crate::error::{Error, Result};
 use crate::store::{
     primary_keys, LakestreamStore, StoreContext, StoreFactory, StoreRead, StoreWrite, TierReport,
@@ -178,7 +178,7 @@ impl LocalWrite {
         let parts = match &mut self.parts {
             Some(parts) => parts,
             None => {
-                let state = self.store.root.table(self.table.identifier());
+                let state = TableState::of(&self.store.root, self.table.identifier());
                 self.parts
                     .insert(state.start_parts(&self.table, &self.schema).await?)
             }
@@ -216,7 +216,7 @@ impl StoreWrite for LocalWrite {
         if self.rows == 0 {
             return Ok(0);
         }
-        let state = self.store.root.table(self.table.identifier());
+        let state = TableState::of(&self.store.root, self.table.identifier());
         let retention = self.store.options.log_retention;
         let table = self.table.clone();
         let batches = std::mem::take(&mut self.buffered);
@@ -273,9 +273,7 @@ impl LakestreamStore for LocalStore {
     }
 
     async fn attach_table(&self, table: &Table) -> Result<()> {
-        self.inner
-            .root
-            .table(table.identifier())
+        TableState::of(&self.inner.root, table.identifier())
             .attach(table)
             .await
     }
@@ -292,7 +290,9 @@ impl LakestreamStore for LocalStore {
         table: &Identifier,
         work: BoxFuture<'_, Result<()>>,
     ) -> Result<()> {
-        self.inner.root.table(table).with_tiering_lock(work).await
+        TableState::of(&self.inner.root, table)
+            .with_tiering_lock(work)
+            .await
     }
 
     /// The Paimon table goes first, under the store's locks: a drop cut
@@ -303,18 +303,13 @@ impl LakestreamStore for LocalStore {
         identifier: &Identifier,
         drop_in_catalog: BoxFuture<'_, Result<()>>,
     ) -> Result<()> {
-        self.inner
-            .root
-            .table(identifier)
+        TableState::of(&self.inner.root, identifier)
             .drop_with(drop_in_catalog)
             .await
     }
 
     async fn plan_read(&self, table: &Table) -> Result<StoreRead> {
-        let log = self
-            .inner
-            .root
-            .table(table.identifier())
+        let log = TableState::of(&self.inner.root, table.identifier())
             .plan_read(table)
             .await?;
         Ok(StoreRead {
@@ -350,14 +345,14 @@ impl LakestreamStore for LocalStore {
 
     /// Rows of `table` in the store that Paimon does not hold yet.
     async fn pending_rows(&self, table: &Table) -> Result<u64> {
-        let store = self.inner.root.table(table.identifier());
+        let store = TableState::of(&self.inner.root, table.identifier());
         store.pending_rows(table).await
     }
 
     /// Moves the damaged segment at `position` of `table` aside, so reads
     /// and tiering go on past it (its rows are lost); says what it held.
     async fn set_aside(&self, table: &Table, position: u64) -> Result<String> {
-        let store = self.inner.root.table(table.identifier());
+        let store = TableState::of(&self.inner.root, table.identifier());
         store.set_aside(table, position).await
     }
 }

@@ -21,12 +21,10 @@ use object_store::local::LocalFileSystem;
 use object_store::memory::InMemory;
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutPayload, UpdateVersion};
-use paimon::catalog::Identifier;
 use url::Url;
 
 use super::disk::{create_dirs_durably, durable_create, durable_replace, remove_temporaries};
 use super::error::LocalStoreError;
-use super::table::TableState;
 use super::LOCAL;
 use crate::error::{Error, Result};
 use crate::object_storage::create::{CreateFailed, Created, ProbeFailed};
@@ -39,7 +37,9 @@ pub(crate) struct Root {
     pub(crate) objects: Arc<dyn ObjectStore>,
     /// The directory behind `objects` when it is local disk.
     pub(crate) local_dir: Option<PathBuf>,
-    tables: Mutex<HashMap<Identifier, Arc<TableState>>>,
+    /// This root's number in the process: what its tables' states are
+    /// kept by ([`super::table::TableState::of`]).
+    pub(crate) id: u64,
     /// Set once this process has seen the object store honour
     /// create-if-absent ([`Root::check_create_if_absent`]).
     create_if_absent: tokio::sync::OnceCell<()>,
@@ -57,6 +57,12 @@ pub(crate) struct Root {
 /// out a slow request or two; short enough that a tierer that died is
 /// waited out within half a minute.
 pub(super) const DEFAULT_LEASE_TTL: Duration = Duration::from_secs(30);
+
+/// A number no other root of this process has.
+fn next_root_id() -> u64 {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+}
 
 fn roots() -> &'static Mutex<HashMap<String, Arc<Root>>> {
     static ROOTS: OnceLock<Mutex<HashMap<String, Arc<Root>>>> = OnceLock::new();
@@ -85,7 +91,7 @@ pub fn register_object_store_with_lease(
         url: url.to_string(),
         objects,
         local_dir: None,
-        tables: Mutex::new(HashMap::new()),
+        id: next_root_id(),
         create_if_absent: tokio::sync::OnceCell::new(),
         conditional_replace: tokio::sync::OnceCell::new(),
         lease_ttl,
@@ -198,7 +204,7 @@ impl Root {
             url: url.to_string(),
             objects,
             local_dir,
-            tables: Mutex::new(HashMap::new()),
+            id: next_root_id(),
             create_if_absent: tokio::sync::OnceCell::new(),
             conditional_replace: tokio::sync::OnceCell::new(),
             lease_ttl,
@@ -341,16 +347,6 @@ impl Root {
     /// The root's URL, without credentials.
     fn display(&self) -> String {
         Url::parse(&self.url).map_or_else(|_| self.url.clone(), |u| display_url(&u))
-    }
-
-    /// The state of one table under this root, created on first use.
-    pub(crate) fn table(self: &Arc<Self>, identifier: &Identifier) -> Arc<TableState> {
-        let mut tables = self.tables.lock().unwrap_or_else(|e| e.into_inner());
-        Arc::clone(
-            tables
-                .entry(identifier.clone())
-                .or_insert_with(|| Arc::new(TableState::new(Arc::clone(self), identifier))),
-        )
     }
 
     /// The local file behind an object, when the root is local disk.

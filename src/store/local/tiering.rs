@@ -19,6 +19,7 @@ use std::time::Duration;
 use paimon::catalog::Identifier;
 use paimon::table::Table;
 
+use super::table::TableState;
 use super::{Inner, TIERING_LOG};
 use crate::error::{Error, Result};
 use crate::maintenance;
@@ -201,7 +202,9 @@ impl Inner {
     /// store's files (the log's listing), never from what this process
     /// wrote: other processes write the same tables.
     async fn due(&self, table: &Table) -> Result<bool> {
-        let waiting = self.root.table(table.identifier()).waiting(table).await?;
+        let waiting = TableState::of(&self.root, table.identifier())
+            .waiting(table)
+            .await?;
         Ok(waiting.due(
             self.options.tier_target_size,
             self.options.tier_max_delay,
@@ -218,7 +221,7 @@ impl Inner {
     /// compaction or expiry that fails leaves the table readable, and says
     /// so after what the tiering did.
     pub(super) async fn tier(&self, table: &Table) -> Result<TierReport> {
-        let state = self.root.table(table.identifier());
+        let state = TableState::of(&self.root, table.identifier());
         let report = state
             .tier(
                 table,

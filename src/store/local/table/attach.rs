@@ -347,7 +347,7 @@ mod tests {
             Duration::from_secs(30),
         )
         .expect("root");
-        let state = root.table(&Identifier::new("default", "t"));
+        let state = TableState::of(&root, &Identifier::new("default", "t"));
         for name in ["table.json", "log/00000000000000000001", "tiered"] {
             root.objects
                 .put(

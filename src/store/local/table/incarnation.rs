@@ -307,20 +307,20 @@ impl TableState {
     }
 
     /// A `Table` loaded before its table was dropped and created again
-    /// carries a schema the files no longer have. (A REST catalog's schemas
-    /// come from its server, whose times need not be the files'.)
+    /// carries a schema the files no longer have: the one check of
+    /// [`crate::schema_stamp`], which compares the schema whole. (A REST
+    /// catalog's schemas come from its server: not checked here.)
     pub(super) async fn check_handle(&self, table: &Table) -> Result<()> {
-        if table.rest_env().is_some() {
+        if crate::schema_stamp::freshness(table).await? != crate::schema_stamp::Freshness::Replaced
+        {
             return Ok(());
         }
-        let schema = table.schema();
-        let on_disk = fresh_schema(table, schema.id()).await?;
-        if on_disk.time_millis() != schema.time_millis() {
-            return Err(Error::StoreTableStale {
-                store: LOCAL.to_string(),
-                table: self.name(),
-            });
-        }
-        Ok(())
+        // A schema file gone is a table dropped, and reading it says so as
+        // it always has; one holding another schema is a table made again.
+        fresh_schema(table, table.schema().id()).await?;
+        Err(Error::StoreTableStale {
+            store: LOCAL.to_string(),
+            table: self.name(),
+        })
     }
 }

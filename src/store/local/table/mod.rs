@@ -51,8 +51,8 @@ mod segments;
 mod tier;
 mod tiered;
 
-use std::collections::HashSet;
-use std::sync::Arc;
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use bytes::Bytes;
 use datafusion::arrow::datatypes::Schema;
@@ -105,7 +105,25 @@ fn unique() -> u128 {
 }
 
 impl TableState {
-    pub(crate) fn new(root: Arc<Root>, identifier: &Identifier) -> Self {
+    /// The state of table `identifier` under `root`: one per root and
+    /// table in a process, made on first use and kept for good (as roots
+    /// are), so every store of the process that serves the table from that
+    /// root shares its locks, its group commit and its caches.
+    pub(crate) fn of(root: &Arc<Root>, identifier: &Identifier) -> Arc<TableState> {
+        type States = Mutex<HashMap<(u64, Identifier), Arc<TableState>>>;
+        static STATES: OnceLock<States> = OnceLock::new();
+        let mut states = STATES
+            .get_or_init(Default::default)
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        Arc::clone(
+            states
+                .entry((root.id, identifier.clone()))
+                .or_insert_with(|| Arc::new(TableState::new(Arc::clone(root), identifier))),
+        )
+    }
+
+    fn new(root: Arc<Root>, identifier: &Identifier) -> Self {
         Self {
             dir: path::table_dir(&Default::default(), identifier),
             root,
