@@ -172,7 +172,13 @@ pub async fn create_tag_with_retention(
         }
         .into());
     }
-    let snapshot = resolve(table, snapshot_id).await?;
+    let snapshot = match resolve(table, snapshot_id).await {
+        Ok(snapshot) => snapshot,
+        Err(Error::Paimon(paimon::Error::SnapshotNotExist { snapshot_id: id })) => {
+            return Err(missing(table, name, id).await)
+        }
+        Err(e) => return Err(e),
+    };
     if let Err(e) = tags
         .create_with_retention(name, &snapshot, time_retained)
         .await
@@ -285,6 +291,24 @@ async fn resolve(table: &Table, snapshot_id: Option<i64>) -> Result<Snapshot> {
             }
         }
         Err(e) => Err(e.into()),
+    }
+}
+
+/// The refusal of tag `name` over snapshot `id`, which is neither a
+/// snapshot nor held by a tag: expired (older than the earliest snapshot
+/// left), the refusal names the tag and the snapshots a tag can take;
+/// never made (newer than the latest), it is paimon's own "does not exist".
+async fn missing(table: &Table, name: &str, id: i64) -> Error {
+    let not_exist = || paimon::Error::SnapshotNotExist { snapshot_id: id }.into();
+    match table.snapshot_manager().earliest_snapshot_id().await {
+        Ok(Some(earliest)) if id < earliest => Error::TagOverExpiredSnapshot {
+            table: table.identifier().full_name(),
+            tag: name.to_string(),
+            reason: format!("snapshot {id} was expired"),
+            newer: format!(" ({earliest} or newer)"),
+        },
+        Ok(_) => not_exist(),
+        Err(e) => e.into(),
     }
 }
 

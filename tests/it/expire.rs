@@ -608,6 +608,60 @@ async fn tag_is_whole(table: &Table, name: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// A tag asked for over a snapshot that expiry already removed (before
+/// the call began: the race above, lost by the tag from the start) is
+/// refused with the tag's name and the snapshots a tag can take, through
+/// SQL and the catalog API alike; a snapshot never made keeps paimon's
+/// "does not exist".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tag_of_an_expired_snapshot_is_refused_by_name() {
+    let f = Fx::new().await;
+    f.run("CREATE TABLE e (id INT)").await;
+    for id in 0..3 {
+        f.run(&format!("INSERT INTO e VALUES ({id})")).await;
+    }
+    f.run(&format!(
+        "CALL sys.expire_snapshots(table => 'default.e', retain_max => 1, retain_min => 1, \
+         {EXPIRE_ALL})"
+    ))
+    .await;
+    let latest = *f.ids("e").await.last().expect("a snapshot");
+    let ctx = context(f.dir.path()).await;
+    let refused = crate::support::try_run(
+        &ctx,
+        "CALL sys.create_tag(table => 'default.e', tag => 'old', snapshot_id => 1)",
+    )
+    .await
+    .expect_err("snapshot 1 is expired");
+    assert!(
+        refused.contains("cannot create tag 'old' of 'default.e'")
+            && refused.contains("snapshot 1 was expired")
+            && refused.contains(&format!("({latest} or newer)")),
+        "{refused}"
+    );
+    let catalog = ctx.catalog("paimon").expect("catalog");
+    let id = Identifier::new("default", "e");
+    let api = Box::pin(catalog.create_tag(&id, "old_api", Some(1), false))
+        .await
+        .expect_err("snapshot 1 is expired")
+        .to_string();
+    assert!(api.contains("cannot create tag 'old_api'"), "{api}");
+    let future = crate::support::try_run(
+        &ctx,
+        "CALL sys.create_tag(table => 'default.e', tag => 'new', snapshot_id => 99)",
+    )
+    .await
+    .expect_err("no snapshot 99");
+    assert!(future.contains("99"), "{future}");
+    let table = f.table("e").await;
+    for tag in ["old", "old_api", "new"] {
+        assert!(
+            !table.tag_manager().tag_exists(tag).await.expect("tags"),
+            "{tag}"
+        );
+    }
+}
+
 /// Issue 37, item 7: `CALL sys.create_tag` (or the catalog API's
 /// `create_tag`, every other round) over the oldest snapshot racing
 /// `CALL sys.expire_snapshots` that expires it, round after round, from two
