@@ -6,7 +6,7 @@ use datafusion::error::DataFusionError;
 /// A `Result` with this crate's [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
-const TURN_OFF_HINT: &str = "SET TBLPROPERTIES ('lakestream.enabled'='false')";
+pub(crate) const TURN_OFF_HINT: &str = "SET TBLPROPERTIES ('lakestream.enabled'='false')";
 
 /// Errors of the lake-stream layer.
 #[derive(Debug, thiserror::Error)]
@@ -325,79 +325,6 @@ pub enum Error {
         table: String,
     },
 
-    /// The store's table for a name belongs to an earlier Paimon table of
-    /// that name, dropped and created again where the store did not see it.
-    #[error(
-        "lakestream store '{store}' holds the rows of an earlier table named '{table}' (dropped \
-         and created again by another process or engine); they are not served and never reach \
-         the new table. Turning the mode on attaches a store table for the new one and discards \
-         them: ALTER TABLE {table} SET TBLPROPERTIES ('lakestream.enabled'='true')"
-    )]
-    StoreTableStale {
-        /// The store's identifier.
-        store: String,
-        /// The table's full name.
-        table: String,
-    },
-
-    /// A Paimon snapshot the store needed to tell how far tiering reached
-    /// is gone, and nothing else the store keeps proves it: guessing low
-    /// would tier (and show) rows twice, guessing high would lose them. Who
-    /// expired it is not known: expiry keeps the snapshots the store's
-    /// Paimon consumer names, so it was an expiry that does not honour
-    /// consumers, or one that ran while the consumer file was missing.
-    #[error(
-        "cannot tell how far tiering of '{table}' reached: Paimon snapshot {snapshot}, which \
-         the store needs to find its newest tiering commit, has expired although the store's \
-         Paimon consumer '{consumer}' asks expiry to keep it (an expiry that does not honour \
-         Paimon consumers, or one that ran while the consumer file was missing, removed it), \
-         and the store recorded its tiering position only up to position {position}, while \
-         its log reaches position {end}; rows between the two may already be in Paimon. Reads \
-         of '{table}$rt', writes and tiering of '{table}' are refused so that no row is \
-         committed or shown twice. To go on: turn the mode off (ALTER TABLE {table} \
-         {TURN_OFF_HINT}), compare what '{table}' holds with the rows written last, discard \
-         the store's rows of the table by deleting '{dir}', turn the mode on again and write \
-         the missing rows again"
-    )]
-    TieredPositionUnknown {
-        /// The table's full name.
-        table: String,
-        /// The expired snapshot the search for the position ran into.
-        snapshot: i64,
-        /// The Paimon consumer through which the store asks expiry to keep
-        /// its snapshots.
-        consumer: String,
-        /// The position the store can prove.
-        position: u64,
-        /// Where the store's log ends.
-        end: u64,
-        /// The store's directory of the table.
-        dir: String,
-    },
-
-    /// Turning the mode on again would tier rows the store kept from before
-    /// the mode was turned off over newer rows written to Paimon directly.
-    #[error(
-        "cannot turn lake-stream mode of '{table}' on: its store still holds {rows} rows \
-         of '{table}' from before the mode was turned off, not yet tiered into Paimon, and \
-         {since}. Tiering them now would commit the older values over the newer ones, key by \
-         key. Choose: to keep them, tier them first (they win over the newer rows of the same \
-         keys): {tier_command}; to drop them, delete the store's rows of the table, \
-         '{dir}'. Then turn the mode on again"
-    )]
-    StrandedRows {
-        /// The table's full name.
-        table: String,
-        /// How many rows wait in the store.
-        rows: u64,
-        /// What Paimon got since (`snapshot 7 was committed by 'u'`).
-        since: String,
-        /// The command that tiers them.
-        tier_command: String,
-        /// The store's directory of the table.
-        dir: String,
-    },
-
     /// A drop of a lake-stream table through a catalog that cannot reach the
     /// store serving it: the store's rows would stay behind the drop.
     #[error(
@@ -438,45 +365,6 @@ pub enum Error {
         recorded: String,
         /// The binding of the catalog's store.
         ours: String,
-    },
-
-    /// A store file whose bytes do not verify.
-    #[error(
-        "segment '{file}' of '{table}' is damaged ({reason}); {held}. Reads of '{table}$rt' and \
-         tiering stop there rather than skip it. Move it aside, losing its rows, with: \
-         CALL sys.lakestream_set_aside('{table}', {position})"
-    )]
-    SegmentDamaged {
-        /// The table's full name.
-        table: String,
-        /// The damaged file.
-        file: String,
-        /// Its position in the table's log.
-        position: u64,
-        /// What does not verify.
-        reason: String,
-        /// How many rows it held, as far as can be told.
-        held: String,
-    },
-
-    /// A read that needs log the store has trimmed.
-    #[error(
-        "a read of '{table}$rt' fell behind: the store's log at position {position} \
-         was tiered into Paimon and deleted ('local.log-retention' says how long tiered log \
-         stays readable). Start the read again: it begins from what tiering wrote to Paimon"
-    )]
-    StreamBehind {
-        /// The table's full name.
-        table: String,
-        /// The position the read needed.
-        position: u64,
-    },
-
-    /// The table went away under a streaming read.
-    #[error("'{table}' was dropped during a streaming read of '{table}$rt'")]
-    DroppedDuringRead {
-        /// The table's full name.
-        table: String,
     },
 
     /// A write that failed before any of its rows became visible.
@@ -537,6 +425,21 @@ pub enum Error {
         /// The store's identifier.
         store: String,
         /// What kind of failure it is, as the store tells.
+        kind: ErrorKind,
+        /// The store's error.
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+
+    /// A store's own error whose text says all: the table, what happened
+    /// and what to do (a damaged segment, a read that fell behind, rows a
+    /// store keeps from before the mode was turned off, ...). Shown as the
+    /// store wrote it, with no prefix; its kind is the store's. Stores make
+    /// it with [`crate::store::store_error_as_written`].
+    #[error("{source}")]
+    Store {
+        /// The store's identifier.
+        store: String,
+        /// What kind of error it is, as the store tells.
         kind: ErrorKind,
         /// The store's error.
         source: Box<dyn std::error::Error + Send + Sync>,
@@ -762,9 +665,6 @@ impl Error {
             | Error::CreatedOverSnapshots { .. }
             | Error::TierNotLakeStream { .. }
             | Error::StoreTableMissing { .. }
-            | Error::StoreTableStale { .. }
-            | Error::TieredPositionUnknown { .. }
-            | Error::StrandedRows { .. }
             | Error::DropUnreachable { .. }
             | Error::StoreBindingMismatch { .. }
             | Error::UntieredRows { .. }
@@ -772,14 +672,11 @@ impl Error {
             Error::StoreUnavailable { .. }
             | Error::StoreTimeout { .. }
             | Error::ProcedureTimeout { .. }
-            | Error::StreamBehind { .. }
-            | Error::DroppedDuringRead { .. }
             | Error::WriteNotApplied { .. }
             | Error::WriteOutcomeUnknown { .. }
             | Error::MaintenanceFailed { .. } => ErrorKind::Unavailable,
-            Error::StoreFailed { kind, .. } => *kind,
+            Error::StoreFailed { kind, .. } | Error::Store { kind, .. } => *kind,
             Error::CreatedNotAttached { source, .. } => source.kind(),
-            Error::SegmentDamaged { .. } => ErrorKind::Corrupt,
             Error::Internal(_) => ErrorKind::Internal,
             Error::Paimon(e) => paimon_kind(e),
             Error::DataFusion(e) => datafusion_kind(e),
@@ -791,10 +688,6 @@ impl Error {
     pub(crate) fn share(&self, store: &str) -> Error {
         match self {
             Error::StoreTableMissing { store, table } => Error::StoreTableMissing {
-                store: store.clone(),
-                table: table.clone(),
-            },
-            Error::StoreTableStale { store, table } => Error::StoreTableStale {
                 store: store.clone(),
                 table: table.clone(),
             },
@@ -812,6 +705,15 @@ impl Error {
                 kind,
                 source,
             } => Error::StoreFailed {
+                store: store.clone(),
+                kind: *kind,
+                source: source.to_string().into(),
+            },
+            Error::Store {
+                store,
+                kind,
+                source,
+            } => Error::Store {
                 store: store.clone(),
                 kind: *kind,
                 source: source.to_string().into(),
@@ -1014,21 +916,18 @@ mod tests {
 
     #[test]
     fn an_error_of_ours_keeps_its_kind_through_paimon_and_datafusion() {
-        let ours = Error::StrandedRows {
+        let ours = Error::UntieredRows {
+            store: "memory".to_string(),
             table: "db.t".to_string(),
-            rows: 1,
-            since: "snapshot 2".to_string(),
-            tier_command: "tier".to_string(),
-            dir: "d".to_string(),
+            pending: "1 row".to_string(),
+            wait: "tier".to_string(),
         };
         let through_paimon = Error::Paimon(paimon::Error::from(ours));
         assert_eq!(through_paimon.kind(), ErrorKind::Conflict);
-        let damaged = paimon::Error::from(Error::SegmentDamaged {
-            table: "db.t".to_string(),
-            file: "f".to_string(),
-            position: 1,
-            reason: "crc".to_string(),
-            held: "1 row".to_string(),
+        let damaged = paimon::Error::from(Error::Store {
+            store: "memory".to_string(),
+            kind: ErrorKind::Corrupt,
+            source: "segment 'f' of 'db.t' is damaged".into(),
         });
         let through_datafusion = paimon_datafusion::to_datafusion_error(damaged);
         assert_eq!(

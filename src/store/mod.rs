@@ -451,6 +451,22 @@ pub fn store_error(
     store_error_of_kind(store, ErrorKind::Unavailable, source)
 }
 
+/// A store's own error whose text says all a user needs (the table, what
+/// happened, what to do), of `kind`: shown as written, without the
+/// "lakestream store '...' failed" of [`store_error_of_kind`], which suits
+/// failures whose text is a cause (an object store's, a server's).
+pub fn store_error_as_written(
+    store: &str,
+    kind: ErrorKind,
+    source: impl Into<Box<dyn std::error::Error + Send + Sync>>,
+) -> Error {
+    Error::Store {
+        store: store.to_string(),
+        kind,
+        source: source.into(),
+    }
+}
+
 /// A store error of `kind`, for store implementations. A store keeps its
 /// own error type (the local and Fluss stores have a private enum each) and
 /// converts it here, choosing the kind per variant: the kind decides whether

@@ -6,7 +6,7 @@ use datafusion::arrow::error::ArrowError;
 use object_store::path::Path;
 
 use super::LOCAL;
-use crate::error::{Error, ErrorKind};
+use crate::error::{Error, ErrorKind, TURN_OFF_HINT};
 use crate::store::ChangeBatchError;
 
 /// What went wrong in the local store, beyond what the crate's own errors
@@ -281,6 +281,118 @@ pub(crate) enum LocalStoreError {
         latest: Option<i64>,
     },
 
+    /// The store's table for a name belongs to an earlier Paimon table of
+    /// that name, dropped and created again where the store did not see it.
+    #[error(
+        "lakestream store '{store}' holds the rows of an earlier table named '{table}' (dropped \
+         and created again by another process or engine); they are not served and never reach \
+         the new table. Turning the mode on attaches a store table for the new one and discards \
+         them: ALTER TABLE {table} SET TBLPROPERTIES ('lakestream.enabled'='true')"
+    )]
+    StoreTableStale {
+        /// The store's identifier.
+        store: String,
+        /// The table's full name.
+        table: String,
+    },
+
+    /// A Paimon snapshot the store needed to tell how far tiering reached
+    /// is gone, and nothing else the store keeps proves it: guessing low
+    /// would tier (and show) rows twice, guessing high would lose them. Who
+    /// expired it is not known: expiry keeps the snapshots the store's
+    /// Paimon consumer names, so it was an expiry that does not honour
+    /// consumers, or one that ran while the consumer file was missing.
+    #[error(
+        "cannot tell how far tiering of '{table}' reached: Paimon snapshot {snapshot}, which \
+         the store needs to find its newest tiering commit, has expired although the store's \
+         Paimon consumer '{consumer}' asks expiry to keep it (an expiry that does not honour \
+         Paimon consumers, or one that ran while the consumer file was missing, removed it), \
+         and the store recorded its tiering position only up to position {position}, while \
+         its log reaches position {end}; rows between the two may already be in Paimon. Reads \
+         of '{table}$rt', writes and tiering of '{table}' are refused so that no row is \
+         committed or shown twice. To go on: turn the mode off (ALTER TABLE {table} \
+         {TURN_OFF_HINT}), compare what '{table}' holds with the rows written last, discard \
+         the store's rows of the table by deleting '{dir}', turn the mode on again and write \
+         the missing rows again"
+    )]
+    TieredPositionUnknown {
+        /// The table's full name.
+        table: String,
+        /// The expired snapshot the search for the position ran into.
+        snapshot: i64,
+        /// The Paimon consumer through which the store asks expiry to keep
+        /// its snapshots.
+        consumer: String,
+        /// The position the store can prove.
+        position: u64,
+        /// Where the store's log ends.
+        end: u64,
+        /// The store's directory of the table.
+        dir: String,
+    },
+
+    /// Turning the mode on again would tier rows the store kept from before
+    /// the mode was turned off over newer rows written to Paimon directly.
+    #[error(
+        "cannot turn lake-stream mode of '{table}' on: its store still holds {rows} rows \
+         of '{table}' from before the mode was turned off, not yet tiered into Paimon, and \
+         {since}. Tiering them now would commit the older values over the newer ones, key by \
+         key. Choose: to keep them, tier them first (they win over the newer rows of the same \
+         keys): {tier_command}; to drop them, delete the store's rows of the table, \
+         '{dir}'. Then turn the mode on again"
+    )]
+    StrandedRows {
+        /// The table's full name.
+        table: String,
+        /// How many rows wait in the store.
+        rows: u64,
+        /// What Paimon got since (`snapshot 7 was committed by 'u'`).
+        since: String,
+        /// The command that tiers them.
+        tier_command: String,
+        /// The store's directory of the table.
+        dir: String,
+    },
+
+    /// A store file whose bytes do not verify.
+    #[error(
+        "segment '{file}' of '{table}' is damaged ({reason}); {held}. Reads of '{table}$rt' and \
+         tiering stop there rather than skip it. Move it aside, losing its rows, with: \
+         CALL sys.lakestream_set_aside('{table}', {position})"
+    )]
+    SegmentDamaged {
+        /// The table's full name.
+        table: String,
+        /// The damaged file.
+        file: String,
+        /// Its position in the table's log.
+        position: u64,
+        /// What does not verify.
+        reason: String,
+        /// How many rows it held, as far as can be told.
+        held: String,
+    },
+
+    /// A read that needs log the store has trimmed.
+    #[error(
+        "a read of '{table}$rt' fell behind: the store's log at position {position} \
+         was tiered into Paimon and deleted ('local.log-retention' says how long tiered log \
+         stays readable). Start the read again: it begins from what tiering wrote to Paimon"
+    )]
+    StreamBehind {
+        /// The table's full name.
+        table: String,
+        /// The position the read needed.
+        position: u64,
+    },
+
+    /// The table went away under a streaming read.
+    #[error("'{table}' was dropped during a streaming read of '{table}$rt'")]
+    DroppedDuringRead {
+        /// The table's full name.
+        table: String,
+    },
+
     /// Registering (or moving) the store's Paimon consumer, through which
     /// snapshot expiry keeps the snapshots the store needs, failed.
     #[error(
@@ -322,11 +434,44 @@ impl LocalStoreError {
             | LocalStoreError::SegmentsMissing { .. }
             | LocalStoreError::RowKinds { .. }
             | LocalStoreError::DeleteInAppendLog => ErrorKind::Corrupt,
-            LocalStoreError::ColumnsGone { .. } => ErrorKind::Conflict,
+            LocalStoreError::ColumnsGone { .. }
+            | LocalStoreError::StoreTableStale { .. }
+            | LocalStoreError::TieredPositionUnknown { .. }
+            | LocalStoreError::StrandedRows { .. } => ErrorKind::Conflict,
+            LocalStoreError::StreamBehind { .. } | LocalStoreError::DroppedDuringRead { .. } => {
+                ErrorKind::Unavailable
+            }
+            LocalStoreError::SegmentDamaged { .. } => ErrorKind::Corrupt,
             LocalStoreError::SchemaChanged { .. }
             | LocalStoreError::NoCreateIfAbsent { .. }
             | LocalStoreError::NoConditionalReplace { .. } => ErrorKind::NotSupported,
             LocalStoreError::Encode { .. } | LocalStoreError::Batch { .. } => ErrorKind::Internal,
+        }
+    }
+
+    /// Whether its text says all a user needs (the table, what happened,
+    /// what to do), so it is shown as written
+    /// ([`crate::store::store_error_as_written`]); the others are causes,
+    /// shown after "lakestream store 'local' failed".
+    fn speaks_for_itself(&self) -> bool {
+        matches!(
+            self,
+            LocalStoreError::StoreTableStale { .. }
+                | LocalStoreError::TieredPositionUnknown { .. }
+                | LocalStoreError::StrandedRows { .. }
+                | LocalStoreError::SegmentDamaged { .. }
+                | LocalStoreError::StreamBehind { .. }
+                | LocalStoreError::DroppedDuringRead { .. }
+        )
+    }
+
+    /// The local store's error `error` carries, if it is one.
+    pub(crate) fn of(error: &Error) -> Option<&LocalStoreError> {
+        match error {
+            Error::Store { source, .. } | Error::StoreFailed { source, .. } => {
+                source.downcast_ref::<LocalStoreError>()
+            }
+            _ => None,
         }
     }
 
@@ -344,7 +489,11 @@ impl LocalStoreError {
 
 impl From<LocalStoreError> for Error {
     fn from(error: LocalStoreError) -> Self {
-        crate::store::store_error_of_kind(LOCAL, error.kind(), error)
+        if error.speaks_for_itself() {
+            crate::store::store_error_as_written(LOCAL, error.kind(), error)
+        } else {
+            crate::store::store_error_of_kind(LOCAL, error.kind(), error)
+        }
     }
 }
 

@@ -156,7 +156,7 @@ impl TableState {
             return Ok(());
         };
         let name = crate::name::sql_name(&[self.identifier.database(), self.identifier.object()]);
-        Err(Error::StrandedRows {
+        Err(LocalStoreError::StrandedRows {
             table: self.name(),
             rows,
             since,
@@ -165,7 +165,8 @@ impl TableState {
                  --warehouse and --option flags"
             ),
             dir: self.file(&self.dir),
-        })
+        }
+        .into())
     }
 
     /// Turning the mode on again over writes that hold columns the table

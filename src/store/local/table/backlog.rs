@@ -200,7 +200,10 @@ impl TableState {
                 let mut found = None;
                 for index in 0..list.parts.len() {
                     if let Err(e) = self.read_part(&incarnation, &list, position, index).await {
-                        if matches!(e, Error::SegmentDamaged { .. }) {
+                        if matches!(
+                            LocalStoreError::of(&e),
+                            Some(LocalStoreError::SegmentDamaged { .. })
+                        ) {
                             found = Some(e);
                             break;
                         }
@@ -275,8 +278,8 @@ impl Waiting {
 
 /// What a damaged segment held, from its damage report.
 pub(super) fn damage_held(damage: Error) -> Result<String> {
-    match damage {
-        Error::SegmentDamaged { held, .. } => Ok(held),
+    match LocalStoreError::of(&damage) {
+        Some(LocalStoreError::SegmentDamaged { held, .. }) => Ok(held.clone()),
         _ => Err(Error::Internal(
             "set aside: not a damage report".to_string(),
         )),

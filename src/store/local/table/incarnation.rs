@@ -12,7 +12,7 @@
 //! - **One Paimon table.** An incarnation belongs to the Paimon table whose
 //!   first schema has the creation time `table.json` recorded; a `Table` of
 //!   another (dropped and created again elsewhere), or a handle loaded before
-//!   its table was dropped, is refused ([`Error::StoreTableStale`]).
+//!   its table was dropped, is refused ([`LocalStoreError::StoreTableStale`]).
 //! - **Pinned.** Each incarnation's commit user is registered as a Paimon
 //!   consumer, so that snapshot expiry keeps the snapshots that prove its
 //!   tiered position (see [`super::tiered`]).
@@ -29,7 +29,7 @@ use super::super::error::LocalStoreError;
 use super::super::{path, LOCAL};
 use super::segments::Segments;
 use super::{unique, TableState, TIER_USER};
-use crate::error::{Error, Result};
+use crate::error::Result;
 
 /// The format `table.json` is written in.
 pub(super) const META_FORMAT: u32 = 2;
@@ -293,10 +293,11 @@ impl TableState {
         }
         self.check_handle(table).await?;
         if paimon_created_ms(table).await? != expected {
-            return Err(Error::StoreTableStale {
+            return Err(LocalStoreError::StoreTableStale {
                 store: LOCAL.to_string(),
                 table: self.name(),
-            });
+            }
+            .into());
         }
         incarnation
             .verified
@@ -318,9 +319,10 @@ impl TableState {
         // A schema file gone is a table dropped, and reading it says so as
         // it always has; one holding another schema is a table made again.
         fresh_schema(table, table.schema().id()).await?;
-        Err(Error::StoreTableStale {
+        Err(LocalStoreError::StoreTableStale {
             store: LOCAL.to_string(),
             table: self.name(),
-        })
+        }
+        .into())
     }
 }

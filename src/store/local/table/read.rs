@@ -88,7 +88,7 @@ impl TableState {
         error: &SegmentError,
         bytes: &[u8],
     ) -> Error {
-        Error::SegmentDamaged {
+        LocalStoreError::SegmentDamaged {
             table: self.name(),
             file: self.file(location),
             position: seq,
@@ -98,6 +98,7 @@ impl TableState {
                 None => "its row count cannot be read".to_string(),
             },
         }
+        .into()
     }
 
     /// Brings what this process knows of the log up to date from `from` on
@@ -202,18 +203,21 @@ impl TableState {
                 list.parts.len()
             ))
         })?;
-        let damaged = |reason: String| Error::SegmentDamaged {
-            table: self.name(),
-            file: self.file(&location),
-            position: seq,
-            reason,
-            held: format!(
-                "it is part {} of {} of a write of {} rows, and held {} of them",
-                index + 1,
-                list.parts.len(),
-                list.rows(),
-                part.rows
-            ),
+        let damaged = |reason: String| {
+            LocalStoreError::SegmentDamaged {
+                table: self.name(),
+                file: self.file(&location),
+                position: seq,
+                reason,
+                held: format!(
+                    "it is part {} of {} of a write of {} rows, and held {} of them",
+                    index + 1,
+                    list.parts.len(),
+                    list.rows(),
+                    part.rows
+                ),
+            }
+            .into()
         };
         let checked = match self.root.get(&location).await? {
             Some(bytes) => segment::decode_part(&bytes, part),
@@ -224,10 +228,11 @@ impl TableState {
                     .await?
                     .is_some_and(|m| m.position > seq);
                 if passed {
-                    return Err(Error::StreamBehind {
+                    return Err(LocalStoreError::StreamBehind {
                         table: self.name(),
                         position: seq,
-                    });
+                    }
+                    .into());
                 }
                 Err("the part is missing".to_string())
             }
@@ -252,10 +257,11 @@ impl TableState {
         schema: &SchemaRef,
     ) -> Result<BoxStream<'static, Result<RecordBatch>>> {
         let Some((held, _)) = self.entry(incarnation, seq).await? else {
-            return Err(Error::StreamBehind {
+            return Err(LocalStoreError::StreamBehind {
                 table: self.name(),
                 position: seq,
-            });
+            }
+            .into());
         };
         let align = {
             let schema = Arc::clone(schema);
@@ -442,10 +448,11 @@ impl TableState {
             let notified = self.commits.written.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
-            let behind = Error::StreamBehind {
+            let behind: Error = LocalStoreError::StreamBehind {
                 table: self.name(),
                 position: from,
-            };
+            }
+            .into();
             match self.scan(incarnation, from, false).await? {
                 None => return Err(behind),
                 Some((end, _)) if end > from => return Ok(end),
@@ -454,7 +461,7 @@ impl TableState {
             match self.read_meta().await? {
                 Some(meta) if meta.incarnation == incarnation.id => {}
                 _ => {
-                    return Err(Error::DroppedDuringRead { table: self.name() });
+                    return Err(LocalStoreError::DroppedDuringRead { table: self.name() }.into());
                 }
             }
             let tiered = self.marker(incarnation).await?.map_or(0, |m| m.position);

@@ -222,10 +222,11 @@ impl TableState {
         match self.read_meta().await? {
             Some(meta) if meta.incarnation == incarnation.id => {}
             Some(_) => {
-                return Err(Error::StoreTableStale {
+                return Err(LocalStoreError::StoreTableStale {
                     store: LOCAL.to_string(),
                     table: self.name(),
-                })
+                }
+                .into())
             }
             None => return Err(self.missing()),
         }

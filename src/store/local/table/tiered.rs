@@ -8,7 +8,7 @@
 //!
 //! - **Never back, never a guess.** The position never goes back; where the
 //!   search runs into an expired snapshot and the position cannot be proven,
-//!   the answer is [`Error::TieredPositionUnknown`].
+//!   the answer is [`LocalStoreError::TieredPositionUnknown`].
 //! - **Read together, checked together.** The marker, proof and latest
 //!   snapshot may be read at once (one round trip on an object store), and
 //!   are read again when they do not fit together.
@@ -25,7 +25,7 @@ use super::super::error::LocalStoreError;
 use super::super::path;
 use super::incarnation::Incarnation;
 use super::TableState;
-use crate::error::{Error, Result};
+use crate::error::Result;
 
 /// Written after a tiering commit: a cheap starting point for finding the
 /// newest tiering snapshot, the answer if Paimon has expired it, and when
@@ -58,7 +58,7 @@ impl TableState {
     /// tiering commit past it would have needed one, and tiering never
     /// deletes those). Otherwise (a tiering process died between its commit
     /// and its marker, and the commit expired since) the position is unknown
-    /// and the answer is [`Error::TieredPositionUnknown`], never a guess.
+    /// and the answer is [`LocalStoreError::TieredPositionUnknown`], never a guess.
     pub(super) async fn tiered(
         &self,
         incarnation: &Incarnation,
@@ -285,14 +285,15 @@ impl TableState {
             self.prove(incarnation, latest, covered).await?;
             return Ok(covered);
         }
-        Err(Error::TieredPositionUnknown {
+        Err(LocalStoreError::TieredPositionUnknown {
             table: self.name(),
             snapshot: expired,
             consumer: incarnation.user.clone(),
             position: covered,
             end,
             dir: self.file(&self.dir),
-        })
+        }
+        .into())
     }
 
     /// Records that the incarnation's tiering snapshots up to `snapshot_id`
