@@ -86,6 +86,28 @@ pub(crate) enum LocalStoreError {
         table: String,
     },
 
+    /// The store directory of a table holds the store table of a Paimon
+    /// table at another location: two catalogs (two warehouses) name one
+    /// store directory for tables of one name. Replacing it would delete
+    /// the other table's rows that wait to be tiered.
+    #[error(
+        "the store directory of '{table}' ('{dir}') holds the store table of the Paimon table \
+         at '{attached}', not of the one at '{location}': two catalogs name one store \
+         directory ('local.path') for tables of one name. Give each catalog its own \
+         'local.path'; if the table at '{attached}' is gone for good, delete '{dir}' and try \
+         again. Nothing was changed"
+    )]
+    OtherPaimonTable {
+        /// The table's full name.
+        table: String,
+        /// The table's store directory.
+        dir: String,
+        /// Where the Paimon table the store table belongs to lives.
+        attached: String,
+        /// Where the Paimon table being attached lives.
+        location: String,
+    },
+
     /// Writing a file on local disk failed.
     #[error("write '{path}': {source}")]
     WriteFile {
@@ -435,6 +457,7 @@ impl LocalStoreError {
             | LocalStoreError::RowKinds { .. }
             | LocalStoreError::DeleteInAppendLog => ErrorKind::Corrupt,
             LocalStoreError::ColumnsGone { .. }
+            | LocalStoreError::OtherPaimonTable { .. }
             | LocalStoreError::StoreTableStale { .. }
             | LocalStoreError::TieredPositionUnknown { .. }
             | LocalStoreError::StrandedRows { .. } => ErrorKind::Conflict,
@@ -457,6 +480,7 @@ impl LocalStoreError {
         matches!(
             self,
             LocalStoreError::StoreTableStale { .. }
+                | LocalStoreError::OtherPaimonTable { .. }
                 | LocalStoreError::TieredPositionUnknown { .. }
                 | LocalStoreError::StrandedRows { .. }
                 | LocalStoreError::SegmentDamaged { .. }
@@ -629,6 +653,15 @@ mod tests {
                     table: table(),
                     position: 4,
                     columns: "column 'c'".to_string(),
+                },
+                ErrorKind::Conflict,
+            ),
+            (
+                LocalStoreError::OtherPaimonTable {
+                    table: table(),
+                    dir: "file:///s/db-db/t-t".to_string(),
+                    attached: "/w1/db.db/t".to_string(),
+                    location: "/w2/db.db/t".to_string(),
                 },
                 ErrorKind::Conflict,
             ),

@@ -10,6 +10,10 @@
 //!   version read, and a replacement deletes only the incarnation it
 //!   replaced ([`Doomed`]): a late put or deletion never takes another
 //!   process's table away.
+//! - **One Paimon table's.** A store table is replaced only for the Paimon
+//!   table of its name and location made again; one of a Paimon table at
+//!   another location (another warehouse whose catalog names the same store
+//!   directory) is refused, never deleted with its rows.
 //! - **Nothing stranded.** Turning the mode on again over rows that tiering
 //!   could no longer pass correctly is refused, naming what to do.
 //! - The tiering lock and lease files stay when a table's files are deleted.
@@ -44,9 +48,27 @@ pub(super) enum Doomed<'a> {
     Incarnation(&'a TableMeta),
 }
 
+/// Whether two spellings of a Paimon table's location name one place: a
+/// trailing `/`, a `file:` scheme and `s3a://` for `s3://` aside.
+fn same_location(a: &str, b: &str) -> bool {
+    fn key(location: &str) -> String {
+        let location = location.trim_end_matches('/');
+        if let Some(path) = crate::object_storage::local_path(location) {
+            return path.display().to_string();
+        }
+        match location.split_once("://") {
+            Some((scheme, rest)) if scheme.eq_ignore_ascii_case("s3a") => format!("s3://{rest}"),
+            _ => location.to_string(),
+        }
+    }
+    key(a) == key(b)
+}
+
 impl TableState {
     /// Creates the store-side table if it is not there, or replaces one that
-    /// belongs to an earlier Paimon table of the same name. Idempotent.
+    /// belongs to an earlier Paimon table of the same name and location (one
+    /// of a table elsewhere is refused: [`LocalStoreError::OtherPaimonTable`]).
+    /// Idempotent.
     ///
     /// On an object store the tiering lease can run out while this waits
     /// on the server (a put stalled in retries, a paused process), and
@@ -82,6 +104,21 @@ impl TableState {
                     Box::pin(self.check_stranded(table)).await?;
                 }
                 return Ok(());
+            }
+            // Another Paimon table of this name, elsewhere: not a table
+            // dropped, but one of another warehouse whose catalog names this
+            // store directory too. Its rows are not this table's to delete.
+            Some(meta)
+                if !meta.paimon_location.is_empty()
+                    && !same_location(&meta.paimon_location, table.location()) =>
+            {
+                return Err(LocalStoreError::OtherPaimonTable {
+                    table: self.name(),
+                    dir: self.file(&self.dir),
+                    attached: meta.paimon_location,
+                    location: table.location().to_string(),
+                }
+                .into());
             }
             // The rows of a dropped table never come back. Held until the
             // old files are gone: no write is between checking the
@@ -376,5 +413,86 @@ mod tests {
         assert_eq!(left.len(), 1, "left: {left:?}");
         assert!(left[0].prefix_matches(&path::lease_dir(&state.dir)));
         drop(lease);
+    }
+
+    #[test]
+    fn locations_are_compared_by_place() {
+        for (a, b) in [
+            ("/w/db.db/t", "file:///w/db.db/t/"),
+            ("file:/w/db.db/t", "/w/db.db/t"),
+            ("s3a://b/w/db.db/t", "s3://b/w/db.db/t"),
+        ] {
+            assert!(same_location(a, b), "{a} {b}");
+        }
+        for (a, b) in [
+            ("/w/db.db/t", "/v/db.db/t"),
+            ("s3://b/w/db.db/t", "s3://c/w/db.db/t"),
+            ("s3://b/w/db.db/t", "/b/w/db.db/t"),
+        ] {
+            assert!(!same_location(a, b), "{a} {b}");
+        }
+    }
+
+    /// Two Paimon tables of one name, in two warehouses whose catalogs name
+    /// one store directory (`local.path`, which a REST catalog needs): the
+    /// second one's attach must not take the first one's store table, and
+    /// the rows in it that wait to be tiered, for that of a table dropped.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_table_of_another_warehouse_does_not_take_a_store_table_away() {
+        use datafusion::arrow::array::{Int32Array, RecordBatch};
+        use datafusion::arrow::datatypes::Schema;
+
+        use super::super::with_row_kind;
+        use crate::object_storage::S3Options;
+        use crate::schema_stamp::tests::table_in;
+        use crate::store::WriteKind;
+
+        let (first_warehouse, second_warehouse, store) = (
+            tempfile::tempdir().expect("a warehouse"),
+            tempfile::tempdir().expect("another warehouse"),
+            tempfile::tempdir().expect("a store directory"),
+        );
+        let (_first_catalog, identifier, first) = table_in(first_warehouse.path()).await;
+        let (_second_catalog, _, second) = loop {
+            let made = table_in(second_warehouse.path()).await;
+            if made.2.schema().time_millis() != first.schema().time_millis() {
+                break made;
+            }
+            // Made in the same millisecond: made again, later.
+            std::fs::remove_dir_all(second_warehouse.path().join("db.db")).expect("drop");
+        };
+        let root = Root::open(
+            &store.path().display().to_string(),
+            &S3Options::default(),
+            Duration::from_secs(30),
+        )
+        .expect("a root");
+        let state = TableState::of(&root, &identifier);
+        state.attach(&first).await.expect("attach");
+        let schema = log_schema(&first).expect("the log schema");
+        let rows = RecordBatch::try_new(
+            Arc::new(Schema::new(schema.fields()[..1].to_vec())),
+            vec![Arc::new(Int32Array::from(vec![1]))],
+        )
+        .expect("rows");
+        let batch = with_row_kind(&rows, WriteKind::Append, &schema).expect("log rows");
+        state
+            .append(&first, vec![batch], Duration::from_secs(600))
+            .await
+            .expect("an acknowledged write");
+
+        let attached = state.attach(&second).await;
+        let kept = state.pending_rows(&first).await;
+        assert!(
+            matches!(kept, Ok(1)),
+            "the second table's attach: {attached:?}; the first one's rows: {kept:?}"
+        );
+        let Err(refused) = attached else {
+            panic!("the second table's attach took the first one's store table");
+        };
+        let message = refused.to_string();
+        for named in [first.location(), second.location(), "local.path"] {
+            assert!(message.contains(named), "{named}: {message}");
+        }
     }
 }

@@ -8,9 +8,10 @@
 //!   segment holding it was created whole (create-if-absent) at a position
 //!   no other writer took.
 //! - **Never below the tiered position.** A writer numbers its segment from
-//!   the tiered position read just before the put, whatever it cached; a put
-//!   that took longer than half the log retention looks again and reports its
-//!   outcome as unknown if tiering passed it meanwhile.
+//!   the tiered position read just before the put, whatever it cached. On
+//!   local disk it holds the trim lock shared from that read to the put;
+//!   elsewhere a put that took longer than half the log retention looks
+//!   again and reports its outcome as unknown if tiering passed it meanwhile.
 //! - **One schema per segment.** Writes are grouped only with writes planned
 //!   against the same schema.
 //! - **Parts are invisible until committed.** A multi-part write's parts lie

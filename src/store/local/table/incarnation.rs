@@ -17,7 +17,7 @@
 //!   consumer, so that snapshot expiry keeps the snapshots that prove its
 //!   tiered position (see [`super::tiered`]).
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
@@ -64,8 +64,11 @@ pub(crate) struct Incarnation {
     pub(super) segments: tokio::sync::Mutex<Segments>,
     /// Snapshot id -> (committed by this incarnation, commit identifier).
     pub(super) snapshots: Mutex<HashMap<i64, (bool, i64)>>,
-    /// Paimon schemas (id, time) known to belong to the Paimon table of this incarnation.
-    pub(super) verified: Mutex<HashSet<(i64, i64)>>,
+    /// Paimon schemas known to belong to the Paimon table of this
+    /// incarnation, by (id, time) but compared whole: a table made again in
+    /// the same millisecond has the dropped one's id and time, and a handle
+    /// on the dropped one must still be refused ([`crate::schema_stamp`]).
+    pub(super) verified: Mutex<HashMap<(i64, i64), paimon::spec::TableSchema>>,
     /// Log entry position -> (its object's size, its bytes with the parts
     /// of a multi-part write), for entries [`TableState::waiting`] looked
     /// into; an entry replaced since (set aside) has another size.
@@ -287,7 +290,8 @@ impl TableState {
             .verified
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .contains(&version);
+            .get(&version)
+            .is_some_and(|schema| schema == table.schema());
         if verified {
             return Ok(());
         }
@@ -303,7 +307,7 @@ impl TableState {
             .verified
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .insert(version);
+            .insert(version, table.schema().clone());
         Ok(())
     }
 
@@ -324,5 +328,104 @@ impl TableState {
             table: self.name(),
         }
         .into())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use datafusion::arrow::array::{Int32Array, RecordBatch};
+    use datafusion::arrow::datatypes::Schema;
+
+    use super::super::super::root::Root;
+    use super::super::super::segment::log_schema;
+    use super::super::with_row_kind;
+    use super::*;
+    use crate::object_storage::S3Options;
+    use crate::schema_stamp::tests::table_in;
+    use crate::store::WriteKind;
+
+    /// A handle loaded before its table was dropped is refused however the
+    /// table made again under its name looks, even once a handle on the new
+    /// table was checked: a check remembered for the new table's schema
+    /// (its id and time) is not one for the old handle's, which a table made
+    /// in the same millisecond shares, and the old handle's rows would land
+    /// in the new table's log.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_stale_handle_is_refused_after_a_fresh_one_was_checked() {
+        let warehouse = tempfile::tempdir().expect("a warehouse");
+        let store = tempfile::tempdir().expect("a store directory");
+        let (catalog, identifier, old) = table_in(warehouse.path()).await;
+        let root = Root::open(
+            &store.path().display().to_string(),
+            &S3Options::default(),
+            Duration::from_secs(30),
+        )
+        .expect("a root");
+        let state = TableState::of(&root, &identifier);
+        state.attach(&old).await.expect("attach");
+
+        // DROP TABLE, then CREATE TABLE of the same name in the same
+        // millisecond, with another column: its schema-0 has the dropped
+        // table's time.
+        state
+            .drop_with(Box::pin(async { Ok(()) }))
+            .await
+            .expect("drop");
+        let file = warehouse
+            .path()
+            .join("db.db")
+            .join("t")
+            .join("schema")
+            .join("schema-0");
+        let mut schema: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&file).expect("schema-0")).expect("json");
+        schema["fields"][0]["name"] = serde_json::Value::from("other");
+        std::fs::write(&file, serde_json::to_vec(&schema).expect("json")).expect("rewrite");
+        let new = catalog.get_table(&identifier).await.expect("the new table");
+        assert_eq!(
+            (new.schema().id(), new.schema().time_millis()),
+            (old.schema().id(), old.schema().time_millis())
+        );
+        state.attach(&new).await.expect("attach the new table");
+
+        let stale = |what: &str, outcome: Result<()>| {
+            assert!(
+                matches!(outcome, Err(Error::StoreTableStale { .. })),
+                "{what}: {outcome:?}"
+            );
+        };
+        stale(
+            "the old handle, first",
+            state.current(&old).await.map(|_| ()),
+        );
+        state.current(&new).await.expect("the new handle");
+        let schema = log_schema(&old).expect("the old log schema");
+        let batch = with_row_kind(
+            &RecordBatch::try_new(
+                Arc::new(Schema::new(schema.fields()[..1].to_vec())),
+                vec![Arc::new(Int32Array::from(vec![1]))],
+            )
+            .expect("rows"),
+            WriteKind::Append,
+            &schema,
+        )
+        .expect("log rows");
+        stale(
+            "a write through the old handle",
+            state
+                .append(&old, vec![batch], Duration::from_secs(600))
+                .await,
+        );
+        stale(
+            "the old handle, after the new one",
+            state.current(&old).await.map(|_| ()),
+        );
+        assert_eq!(
+            state.pending_rows(&new).await.expect("pending rows"),
+            0,
+            "the old handle's row is in the new table's log"
+        );
     }
 }

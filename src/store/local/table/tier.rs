@@ -12,8 +12,8 @@
 //!   the incarnation's commit user with identifier `E`; a retry after an
 //!   uncertain commit is skipped by Paimon.
 //! - **Trim late.** A segment is deleted only `local.log-retention` after
-//!   tiering passed it, under the trim lock, and a multi-part write's parts
-//!   go before its entry.
+//!   tiering passed it (on local disk under the trim lock, held exclusively),
+//!   and a multi-part write's parts go before its entry.
 //! - Rows of a table dropped meanwhile never reach the next one.
 
 use std::collections::HashMap;
