@@ -710,15 +710,72 @@ mod tests {
                 LocalStoreError::Batch { source: arrow() },
                 ErrorKind::Internal,
             ),
+            (
+                LocalStoreError::StoreTableStale {
+                    store: LOCAL.to_string(),
+                    table: "db.t".to_string(),
+                },
+                ErrorKind::Conflict,
+            ),
+            (
+                LocalStoreError::TieredPositionUnknown {
+                    table: "db.t".to_string(),
+                    snapshot: 3,
+                    consumer: "c".to_string(),
+                    position: 1,
+                    end: 9,
+                    dir: "d".to_string(),
+                },
+                ErrorKind::Conflict,
+            ),
+            (
+                LocalStoreError::StrandedRows {
+                    table: "db.t".to_string(),
+                    rows: 1,
+                    since: "snapshot 2".to_string(),
+                    tier_command: "tier".to_string(),
+                    dir: "d".to_string(),
+                },
+                ErrorKind::Conflict,
+            ),
+            (
+                LocalStoreError::SegmentDamaged {
+                    table: "db.t".to_string(),
+                    file: "f".to_string(),
+                    position: 1,
+                    reason: "crc".to_string(),
+                    held: "it held 1 rows".to_string(),
+                },
+                ErrorKind::Corrupt,
+            ),
+            (
+                LocalStoreError::StreamBehind {
+                    table: "db.t".to_string(),
+                    position: 4,
+                },
+                ErrorKind::Unavailable,
+            ),
+            (
+                LocalStoreError::DroppedDuringRead {
+                    table: "db.t".to_string(),
+                },
+                ErrorKind::Unavailable,
+            ),
         ];
         for (error, kind) in cases {
             assert_eq!(error.kind(), kind, "{error}");
-            let text = format!("lakestream store 'local' failed: {error}");
+            // A refusal or state whose text says all is shown as written;
+            // a cause, after what failed.
+            let text = if error.speaks_for_itself() {
+                error.to_string()
+            } else {
+                format!("lakestream store 'local' failed: {error}")
+            };
             let has_source = std::error::Error::source(&error).is_some();
             let ours = Error::from(error);
             assert_eq!(ours.kind(), kind, "{ours}");
             assert_eq!(ours.to_string(), text);
-            let Error::StoreFailed { source, .. } = &ours else {
+            let (Error::StoreFailed { source, .. } | Error::Store { source, .. }) = &ours else {
                 panic!("not a store error: {ours:?}");
             };
             let local = source
