@@ -94,26 +94,40 @@ impl Retry {
 
     /// Runs `step` until it is [`Try::Done`], an error, or out of tries
     /// (or time): then the last [`Try::Again`]'s reason, as `Err`.
-    pub(crate) async fn run<T, E, F, Fut>(&self, mut step: F) -> Result<T, E>
+    pub(crate) async fn run<T, E, F, Fut>(&self, step: F) -> Result<T, E>
     where
         F: FnMut() -> Fut,
         Fut: Future<Output = Result<Try<T, E>, E>>,
+    {
+        self.run_to_end(step).await?
+    }
+
+    /// Like [`Self::run`], for a step whose "again" is not an error of its
+    /// own (the buckets still without a leader, who holds a lease): runs
+    /// `step` until it is [`Try::Done`] (`Ok(Ok(answer))`), an error
+    /// (`Err`), or out of tries or time (`Ok(Err(` the last
+    /// [`Try::Again`]'s reason `))`), which the caller turns into what it
+    /// means there.
+    pub(crate) async fn run_to_end<T, A, E, F, Fut>(&self, mut step: F) -> Result<Result<T, A>, E>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<Try<T, A>, E>>,
     {
         let started = tokio::time::Instant::now();
         let mut try_number = 1;
         loop {
             let why = match step().await? {
-                Try::Done(answer) => return Ok(answer),
+                Try::Done(answer) => return Ok(Ok(answer)),
                 Try::Again(why) => why,
             };
             if try_number >= self.tries.max(1) {
-                return Err(why);
+                return Ok(Err(why));
             }
             try_number += 1;
             let pause = self.jittered(self.pause_before(try_number));
             if let Some(within) = self.within {
                 if started.elapsed().saturating_add(pause) >= within {
-                    return Err(why);
+                    return Ok(Err(why));
                 }
             }
             if !pause.is_zero() {
@@ -187,6 +201,33 @@ mod tests {
             let pause = jittered.jittered(Duration::from_millis(20));
             assert!(pause >= Duration::from_millis(20) && pause < Duration::from_millis(25));
         }
+    }
+
+    /// A step whose "again" is no error: out of tries hands back its last
+    /// reason, apart from an error, which ends the tries at once.
+    #[tokio::test]
+    async fn running_to_the_end_keeps_again_apart_from_errors() {
+        let tries = AtomicU32::new(0);
+        let out_of_tries: Result<Result<(), Vec<u32>>, String> = Retry::immediately(3)
+            .run_to_end(|| async {
+                let n = tries.fetch_add(1, Ordering::SeqCst) + 1;
+                Ok(Try::Again(vec![n]))
+            })
+            .await;
+        assert_eq!(out_of_tries, Ok(Err(vec![3])));
+        let done: Result<Result<u32, Vec<u32>>, String> = Retry::immediately(3)
+            .run_to_end(|| async { Ok(Try::Done(7)) })
+            .await;
+        assert_eq!(done, Ok(Ok(7)));
+        tries.store(0, Ordering::SeqCst);
+        let failed: Result<Result<(), Vec<u32>>, String> = Retry::immediately(3)
+            .run_to_end(|| async {
+                tries.fetch_add(1, Ordering::SeqCst);
+                Err("broken".to_string())
+            })
+            .await;
+        assert_eq!(failed, Err("broken".to_string()));
+        assert_eq!(tries.load(Ordering::SeqCst), 1);
     }
 
     #[tokio::test]
