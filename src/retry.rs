@@ -94,12 +94,26 @@ impl Retry {
 
     /// Runs `step` until it is [`Try::Done`], an error, or out of tries
     /// (or time): then the last [`Try::Again`]'s reason, as `Err`.
-    pub(crate) async fn run<T, E, F, Fut>(&self, step: F) -> Result<T, E>
+    pub(crate) async fn run<T, E, F, Fut>(&self, mut step: F) -> Result<T, E>
     where
         F: FnMut() -> Fut,
         Fut: Future<Output = Result<Try<T, E>, E>>,
     {
-        self.run_to_end(step).await?
+        // The loop of `run_to_end`, not a call of it: a future nested one
+        // level deeper costs stack in every poll (a compaction's commit on
+        // S3 polls deep enough for that to matter in a debug build).
+        let mut tries = Tries::start();
+        loop {
+            let why = match step().await? {
+                Try::Done(answer) => return Ok(answer),
+                Try::Again(why) => why,
+            };
+            match tries.pause(self) {
+                Some(pause) if pause.is_zero() => {}
+                Some(pause) => tokio::time::sleep(pause).await,
+                None => return Err(why),
+            }
+        }
     }
 
     /// Like [`Self::run`], for a step whose "again" is not an error of its
@@ -113,27 +127,49 @@ impl Retry {
         F: FnMut() -> Fut,
         Fut: Future<Output = Result<Try<T, A>, E>>,
     {
-        let started = tokio::time::Instant::now();
-        let mut try_number = 1;
+        let mut tries = Tries::start();
         loop {
             let why = match step().await? {
                 Try::Done(answer) => return Ok(Ok(answer)),
                 Try::Again(why) => why,
             };
-            if try_number >= self.tries.max(1) {
-                return Ok(Err(why));
-            }
-            try_number += 1;
-            let pause = self.jittered(self.pause_before(try_number));
-            if let Some(within) = self.within {
-                if started.elapsed().saturating_add(pause) >= within {
-                    return Ok(Err(why));
-                }
-            }
-            if !pause.is_zero() {
-                tokio::time::sleep(pause).await;
+            match tries.pause(self) {
+                Some(pause) if pause.is_zero() => {}
+                Some(pause) => tokio::time::sleep(pause).await,
+                None => return Ok(Err(why)),
             }
         }
+    }
+}
+
+/// Where a run of tries is: since when, and which try is next.
+struct Tries {
+    started: tokio::time::Instant,
+    try_number: u32,
+}
+
+impl Tries {
+    fn start() -> Self {
+        Self {
+            started: tokio::time::Instant::now(),
+            try_number: 1,
+        }
+    }
+
+    /// After a try that asked for another: the pause before the next, or
+    /// `None` when `policy` allows no more tries (or no more time).
+    fn pause(&mut self, policy: &Retry) -> Option<Duration> {
+        if self.try_number >= policy.tries.max(1) {
+            return None;
+        }
+        self.try_number += 1;
+        let pause = policy.jittered(policy.pause_before(self.try_number));
+        if let Some(within) = policy.within {
+            if self.started.elapsed().saturating_add(pause) >= within {
+                return None;
+            }
+        }
+        Some(pause)
     }
 }
 
