@@ -99,27 +99,77 @@ impl Retry {
         F: FnMut() -> Fut,
         Fut: Future<Output = Result<Try<T, E>, E>>,
     {
-        let started = tokio::time::Instant::now();
-        let mut try_number = 1;
+        // The loop of `run_to_end`, not a call of it: a future nested one
+        // level deeper costs stack in every poll (a compaction's commit on
+        // S3 polls deep enough for that to matter in a debug build).
+        let mut tries = Tries::start();
         loop {
             let why = match step().await? {
                 Try::Done(answer) => return Ok(answer),
                 Try::Again(why) => why,
             };
-            if try_number >= self.tries.max(1) {
-                return Err(why);
-            }
-            try_number += 1;
-            let pause = self.jittered(self.pause_before(try_number));
-            if let Some(within) = self.within {
-                if started.elapsed().saturating_add(pause) >= within {
-                    return Err(why);
-                }
-            }
-            if !pause.is_zero() {
-                tokio::time::sleep(pause).await;
+            match tries.pause(self) {
+                Some(pause) if pause.is_zero() => {}
+                Some(pause) => tokio::time::sleep(pause).await,
+                None => return Err(why),
             }
         }
+    }
+
+    /// Like [`Self::run`], for a step whose "again" is not an error of its
+    /// own (the buckets still without a leader, who holds a lease): runs
+    /// `step` until it is [`Try::Done`] (`Ok(Ok(answer))`), an error
+    /// (`Err`), or out of tries or time (`Ok(Err(` the last
+    /// [`Try::Again`]'s reason `))`), which the caller turns into what it
+    /// means there.
+    pub(crate) async fn run_to_end<T, A, E, F, Fut>(&self, mut step: F) -> Result<Result<T, A>, E>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<Try<T, A>, E>>,
+    {
+        let mut tries = Tries::start();
+        loop {
+            let why = match step().await? {
+                Try::Done(answer) => return Ok(Ok(answer)),
+                Try::Again(why) => why,
+            };
+            match tries.pause(self) {
+                Some(pause) if pause.is_zero() => {}
+                Some(pause) => tokio::time::sleep(pause).await,
+                None => return Ok(Err(why)),
+            }
+        }
+    }
+}
+
+/// Where a run of tries is: since when, and which try is next.
+struct Tries {
+    started: tokio::time::Instant,
+    try_number: u32,
+}
+
+impl Tries {
+    fn start() -> Self {
+        Self {
+            started: tokio::time::Instant::now(),
+            try_number: 1,
+        }
+    }
+
+    /// After a try that asked for another: the pause before the next, or
+    /// `None` when `policy` allows no more tries (or no more time).
+    fn pause(&mut self, policy: &Retry) -> Option<Duration> {
+        if self.try_number >= policy.tries.max(1) {
+            return None;
+        }
+        self.try_number += 1;
+        let pause = policy.jittered(policy.pause_before(self.try_number));
+        if let Some(within) = policy.within {
+            if self.started.elapsed().saturating_add(pause) >= within {
+                return None;
+            }
+        }
+        Some(pause)
     }
 }
 
@@ -187,6 +237,33 @@ mod tests {
             let pause = jittered.jittered(Duration::from_millis(20));
             assert!(pause >= Duration::from_millis(20) && pause < Duration::from_millis(25));
         }
+    }
+
+    /// A step whose "again" is no error: out of tries hands back its last
+    /// reason, apart from an error, which ends the tries at once.
+    #[tokio::test]
+    async fn running_to_the_end_keeps_again_apart_from_errors() {
+        let tries = AtomicU32::new(0);
+        let out_of_tries: Result<Result<(), Vec<u32>>, String> = Retry::immediately(3)
+            .run_to_end(|| async {
+                let n = tries.fetch_add(1, Ordering::SeqCst) + 1;
+                Ok(Try::Again(vec![n]))
+            })
+            .await;
+        assert_eq!(out_of_tries, Ok(Err(vec![3])));
+        let done: Result<Result<u32, Vec<u32>>, String> = Retry::immediately(3)
+            .run_to_end(|| async { Ok(Try::Done(7)) })
+            .await;
+        assert_eq!(done, Ok(Ok(7)));
+        tries.store(0, Ordering::SeqCst);
+        let failed: Result<Result<(), Vec<u32>>, String> = Retry::immediately(3)
+            .run_to_end(|| async {
+                tries.fetch_add(1, Ordering::SeqCst);
+                Err("broken".to_string())
+            })
+            .await;
+        assert_eq!(failed, Err("broken".to_string()));
+        assert_eq!(tries.load(Ordering::SeqCst), 1);
     }
 
     #[tokio::test]

@@ -12,7 +12,11 @@
 //! itself, and releases it when done by creating the next generation as
 //! already expired; a holder that died is waited out until its lease
 //! expires. Each generation carries its own expiry, so processes with other
-//! lease lengths wait for each other correctly.
+//! lease lengths wait for each other correctly. A live holder renews its
+//! lease for as long as it works, so a waiter's wait is bounded (a
+//! [`Retry`] within twice its TTL, or the TTL plus what the lease it found
+//! had left, if longer): past that it gives up with an error naming the
+//! lease and its holder ([`WaitedOut`]), having changed nothing.
 //!
 //! Generations only grow: the newest is never deleted (a release leaves an
 //! expired one), so a number is never handed to two holders in turn. Older
@@ -36,6 +40,7 @@ use object_store::path::Path;
 use serde::{Deserialize, Serialize};
 
 use super::create::Created;
+use crate::retry::{Retry, Try};
 
 /// The objects a lease lives in: an object store that creates an object
 /// only if its name is free (create-if-absent), and whose errors are
@@ -54,6 +59,9 @@ pub(crate) trait LeaseObjects: std::fmt::Debug + Send + Sync + 'static {
     async fn create(&self, path: &Path, bytes: Bytes) -> Result<Created, Self::Error>;
     /// Deletes an object; a missing one is not an error.
     async fn delete(&self, path: &Path) -> Result<(), Self::Error>;
+    /// The error of a wait for a lease here that ended with the lease still
+    /// held by a live process.
+    fn waited_out(&self, waited: WaitedOut) -> Self::Error;
 }
 
 /// The clock a lease's expiry is set and judged by: this machine's, which
@@ -108,75 +116,196 @@ fn generation_path(dir: &Path, generation: u64) -> Path {
 }
 
 impl<O: LeaseObjects> Lease<O> {
-    /// Takes the lease whose generations live in `dir` of `objects`,
-    /// waiting while another process holds it. The lease lasts `ttl`
-    /// unless renewed, which its holder does until it drops it.
+    /// Takes the lease whose generations live in `dir` of `objects` (`what`
+    /// names it in an error: `the tiering lease of table 'db.t'`), waiting
+    /// while another process holds it. The lease lasts `ttl` unless renewed,
+    /// which its holder does until it drops it.
+    ///
+    /// A holder that died is waited out: its lease expires within its TTL.
+    /// A live holder renews its lease for as long as it works, so the wait
+    /// is bounded ([`patience`]): past it, the wait ends with
+    /// [`LeaseObjects::waited_out`]'s error, naming `what` and its holder.
     pub(crate) async fn acquire(
         objects: Arc<O>,
         dir: Path,
         ttl: Duration,
+        what: &str,
     ) -> Result<Self, O::Error> {
         let root: &O = &objects;
         let holder = uuid::Uuid::new_v4().to_string();
-        loop {
-            let generations = list(root, &dir).await?;
-            let next = match generations.last() {
-                None => 0,
-                Some((newest, path)) => {
-                    let held = match root.get(path).await? {
-                        // Released meanwhile: look again.
-                        None => continue,
-                        Some(bytes) => serde_json::from_slice::<Held>(&bytes).ok(),
+        let first = look(root, &dir).await?;
+        let patience = patience(ttl, &first);
+        let mut first = Some(first);
+        let taken = Retry::growing(u32::MAX, POLL, POLL)
+            .within(patience)
+            .run_to_end(|| {
+                let seen = first.take();
+                let (dir, holder) = (&dir, &holder);
+                async move {
+                    let seen = match seen {
+                        Some(seen) => seen,
+                        None => look(root, dir).await?,
                     };
-                    if held.as_ref().is_some_and(|h| h.expires_ms > clock_ms()) {
-                        tokio::time::sleep(POLL).await;
-                        continue;
-                    }
-                    newest + 1
+                    take(root, dir, holder, ttl, seen).await
                 }
-            };
-            let path = generation_path(&dir, next);
-            match create(root, &path, &holder, ttl).await? {
-                Created::AlreadyExists => continue,
-                Created::Yes => {}
+            })
+            .await?;
+        let (next, path, generations) = match taken {
+            Ok(taken) => taken,
+            Err(held_by) => {
+                return Err(root.waited_out(WaitedOut {
+                    what: what.to_string(),
+                    dir,
+                    held_by,
+                    patience,
+                    ttl,
+                }))
             }
-            // Taken over meanwhile, this create having reached the store
-            // late: a lower number, not the lease.
-            match overtaken(root, &dir, next).await {
-                Ok(false) => {}
-                Ok(true) => {
-                    let _ = root.delete(&path).await;
-                    tokio::time::sleep(POLL).await;
-                    continue;
-                }
-                // Not known: given back, so that no one waits it out.
-                Err(e) => {
-                    release(root, &dir, &path, &holder).await;
-                    return Err(e);
-                }
-            }
-            // Older generations are expired or released: clear them away.
-            for (_, old) in &generations {
-                let _ = root.delete(old).await;
-            }
-            let current = Arc::new(std::sync::Mutex::new(path));
-            let renewer = tokio::spawn(renew(
-                Arc::clone(&objects),
-                dir.clone(),
-                next,
-                holder.clone(),
-                ttl,
-                Arc::clone(&current),
-            ));
-            return Ok(Lease {
-                objects: Arc::clone(&objects),
-                current,
-                dir,
-                holder,
-                renewer,
-            });
+        };
+        // Older generations are expired or released: clear them away.
+        for (_, old) in &generations {
+            let _ = root.delete(old).await;
+        }
+        let current = Arc::new(std::sync::Mutex::new(path));
+        let renewer = tokio::spawn(renew(
+            Arc::clone(&objects),
+            dir.clone(),
+            next,
+            holder.clone(),
+            ttl,
+            Arc::clone(&current),
+        ));
+        Ok(Lease {
+            objects: Arc::clone(&objects),
+            current,
+            dir,
+            holder,
+            renewer,
+        })
+    }
+}
+
+/// What one look at a lease found.
+#[derive(Debug)]
+enum Look {
+    /// No live holder: the generation to create, and those there now.
+    Free {
+        next: u64,
+        generations: Vec<(u64, Path)>,
+    },
+    /// Held by `holder` for `left` more, by this process's clock.
+    Held { holder: String, left: Duration },
+    /// The newest generation went between the listing and its read (a late
+    /// create deleted by its creator): look again.
+    Moved,
+}
+
+/// How the lease in `dir` is now.
+async fn look<O: LeaseObjects>(root: &O, dir: &Path) -> Result<Look, O::Error> {
+    let generations = list(root, dir).await?;
+    let Some((newest, path)) = generations.last() else {
+        return Ok(Look::Free {
+            next: 0,
+            generations,
+        });
+    };
+    let held = match root.get(path).await? {
+        None => return Ok(Look::Moved),
+        Some(bytes) => serde_json::from_slice::<Held>(&bytes).ok(),
+    };
+    let now = clock_ms();
+    Ok(match held {
+        Some(held) if held.expires_ms > now => Look::Held {
+            holder: held.holder,
+            left: Duration::from_millis(u64::try_from(held.expires_ms - now).unwrap_or(0)),
+        },
+        _ => Look::Free {
+            next: newest + 1,
+            generations,
+        },
+    })
+}
+
+/// Who kept a waiter from a lease on its last try: the holder it saw, or
+/// `None` when the lease moved under it (another process took it first).
+type HeldBy = Option<String>;
+
+/// One try to take the lease as `seen`: the generation taken, its path,
+/// and the older ones; or who has it.
+async fn take<O: LeaseObjects>(
+    root: &O,
+    dir: &Path,
+    holder: &str,
+    ttl: Duration,
+    seen: Look,
+) -> Result<Try<(u64, Path, Vec<(u64, Path)>), HeldBy>, O::Error> {
+    let (next, generations) = match seen {
+        Look::Held { holder, .. } => return Ok(Try::Again(Some(holder))),
+        Look::Moved => return Ok(Try::Again(None)),
+        Look::Free { next, generations } => (next, generations),
+    };
+    let path = generation_path(dir, next);
+    match create(root, &path, holder, ttl).await? {
+        Created::AlreadyExists => return Ok(Try::Again(None)),
+        Created::Yes => {}
+    }
+    // Taken over meanwhile, this create having reached the store late: a
+    // lower number, not the lease.
+    match overtaken(root, dir, next).await {
+        Ok(false) => Ok(Try::Done((next, path, generations))),
+        Ok(true) => {
+            let _ = root.delete(&path).await;
+            Ok(Try::Again(None))
+        }
+        // Not known: given back, so that no one waits it out.
+        Err(e) => {
+            release(root, dir, &path, holder).await;
+            Err(e)
         }
     }
+}
+
+/// How long a waiter with leases of `ttl` waits for the lease it `first`
+/// saw: the longer of `ttl` and what that lease had left (a holder with a
+/// longer lease that died is waited out too), and `ttl` again as a margin
+/// for clocks that disagree and requests that are slow. A holder that died
+/// cannot renew, so only a live one keeps a waiter this long.
+fn patience(ttl: Duration, first: &Look) -> Duration {
+    let left = match first {
+        Look::Held { left, .. } => (*left).min(LONGEST_LEFT),
+        Look::Free { .. } | Look::Moved => Duration::ZERO,
+    };
+    ttl.max(left).saturating_add(ttl)
+}
+
+/// The most a lease's expiry counts for in [`patience`]: one that claims
+/// more (written by a clock far ahead, or damaged) is waited for no longer.
+const LONGEST_LEFT: Duration = Duration::from_secs(3600);
+
+/// A wait for a lease that ended with the lease still held: its holder is
+/// alive and renews it (a long tiering, `DROP` or maintenance of the table,
+/// a long DDL).
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "gave up waiting for {what} (objects '{dir}') after {patience:?}: {}. A lease whose holder \
+     died expires within its TTL ({ttl:?}) and is taken then; this one is renewed, so its \
+     holder is alive and still working. Nothing was changed: try again once it is done",
+    match held_by {
+        Some(holder) => format!("process {holder} holds it"),
+        None => "other processes took it first".to_string(),
+    }
+)]
+pub(crate) struct WaitedOut {
+    /// The lease: `the tiering lease of table 'db.t'`.
+    pub(crate) what: String,
+    /// Where its generations live.
+    pub(crate) dir: Path,
+    /// Who held it at the last look, if known.
+    pub(crate) held_by: HeldBy,
+    /// How long the waiter waited.
+    pub(crate) patience: Duration,
+    /// The waiter's lease length.
+    pub(crate) ttl: Duration,
 }
 
 /// The lease's generations, oldest first.
@@ -351,35 +480,109 @@ mod tests {
     #[derive(Debug)]
     struct Memory(InMemory);
 
+    /// What goes wrong with leases in [`Memory`].
+    #[derive(Debug, thiserror::Error)]
+    enum MemoryError {
+        #[error(transparent)]
+        Objects(#[from] object_store::Error),
+        #[error(transparent)]
+        WaitedOut(WaitedOut),
+    }
+
     #[async_trait::async_trait]
     impl LeaseObjects for Memory {
-        type Error = object_store::Error;
+        type Error = MemoryError;
 
         async fn list(&self, dir: &Path) -> Result<Vec<Path>, Self::Error> {
             use futures::TryStreamExt;
-            self.0
+            Ok(self
+                .0
                 .list(Some(dir))
                 .map_ok(|m| m.location)
                 .try_collect()
-                .await
+                .await?)
         }
 
         async fn get(&self, path: &Path) -> Result<Option<Bytes>, Self::Error> {
-            super::super::create::get(&self.0, path).await
+            Ok(super::super::create::get(&self.0, path).await?)
         }
 
         async fn create(&self, path: &Path, bytes: Bytes) -> Result<Created, Self::Error> {
             super::super::create::create_if_absent(&self.0, path, bytes)
                 .await
-                .map_err(|e| e.into_source())
+                .map_err(|e| e.into_source().into())
         }
 
         async fn delete(&self, path: &Path) -> Result<(), Self::Error> {
             match object_store::ObjectStoreExt::delete(&self.0, path).await {
                 Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
-                Err(e) => Err(e),
+                Err(e) => Err(e.into()),
             }
         }
+
+        fn waited_out(&self, waited: WaitedOut) -> Self::Error {
+            MemoryError::WaitedOut(waited)
+        }
+    }
+
+    /// How long a test lets a waiter run before it calls the wait endless.
+    const ENDLESS: Duration = Duration::from_secs(60);
+
+    /// A live holder keeps renewing its lease: a waiter does not wait for
+    /// ever, it gives up once it has waited out the lease's TTL and a
+    /// margin, with an error that names the lease, where it lives and its
+    /// holder.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_waiter_gives_up_on_a_live_holder_naming_what_it_waited_for() {
+        let objects = Arc::new(Memory(InMemory::new()));
+        let dir = Path::from("db-d/t-t/lease");
+        let ttl = Duration::from_secs(1);
+        let what = "the tiering lease of table 'd.t'";
+        let live = Lease::acquire(Arc::clone(&objects), dir.clone(), ttl, what)
+            .await
+            .expect("the first lease");
+        let waiter = Lease::acquire(Arc::clone(&objects), dir.clone(), ttl, what);
+        let waited = tokio::time::timeout(ENDLESS, waiter)
+            .await
+            .expect("the waiter never gave up on a lease its live holder kept renewing");
+        let Err(MemoryError::WaitedOut(out)) = waited else {
+            panic!("waited out, not {waited:?}");
+        };
+        assert_eq!(out.held_by.as_deref(), Some(live.holder()));
+        assert!(live.renewing(), "the holder kept its lease");
+        let message = out.to_string();
+        for part in [what, "db-d/t-t/lease", live.holder(), "gave up waiting"] {
+            assert!(message.contains(part), "{part:?} missing from: {message}");
+        }
+        // At least the lease's TTL and a margin: a dead holder's would
+        // have expired by then.
+        assert!(out.patience >= 2 * ttl, "{out:?}");
+    }
+
+    /// A holder that died with a lease longer than the waiter's (another
+    /// process's `local.lease-ttl`) is waited out all the same: its expiry,
+    /// not the waiter's TTL, says how long.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_dead_holders_longer_lease_is_waited_out() {
+        let objects = Arc::new(Memory(InMemory::new()));
+        let dir = Path::from("d/lease");
+        // Left by a process that died: nothing renews or releases it.
+        let expires_ms = clock_ms() + 2_500;
+        create_expiring(&*objects, &generation_path(&dir, 0), "dead", expires_ms)
+            .await
+            .expect("the dead holder's generation");
+        let ttl = Duration::from_secs(1);
+        let waiter = Lease::acquire(Arc::clone(&objects), dir.clone(), ttl, "the lease");
+        let taken = tokio::time::timeout(ENDLESS, waiter)
+            .await
+            .expect("the waiter never ended")
+            .expect("the dead holder's lease, once expired");
+        let there = holders(&*objects, &dir).await.expect("holders");
+        assert_eq!(
+            there.last().map(|(_, h)| h.as_str()),
+            Some(taken.holder()),
+            "{there:?}"
+        );
     }
 
     /// One holder at a time: a second process waits until the first
@@ -390,12 +593,12 @@ mod tests {
         let objects = Arc::new(Memory(InMemory::new()));
         let dir = Path::from("d/lease");
         let ttl = Duration::from_secs(30);
-        let first = Lease::acquire(Arc::clone(&objects), dir.clone(), ttl)
+        let first = Lease::acquire(Arc::clone(&objects), dir.clone(), ttl, "the lease")
             .await
             .expect("the first lease");
         let second = {
             let (objects, dir) = (Arc::clone(&objects), dir.clone());
-            tokio::spawn(async move { Lease::acquire(objects, dir, ttl).await })
+            tokio::spawn(async move { Lease::acquire(objects, dir, ttl, "the lease").await })
         };
         tokio::time::sleep(Duration::from_millis(600)).await;
         assert!(!second.is_finished(), "taken while held");

@@ -287,7 +287,8 @@ async fn schema_lease(
     objects.check_create_if_absent().await?;
     let dir =
         object_store::path::Path::from_iter(["_lakestream", "schema-lock", database, "lease"]);
-    Lease::acquire(objects, dir, SCHEMA_LEASE_TTL).await
+    let what = format!("the schema lease of database '{database}'");
+    Lease::acquire(objects, dir, SCHEMA_LEASE_TTL, &what).await
 }
 
 /// Why a schema lease could not be taken.
@@ -303,6 +304,9 @@ enum LeaseFailed {
     /// The object store failed.
     #[error(transparent)]
     Objects(#[from] object_store::Error),
+    /// A live process kept the lease past the wait's bound.
+    #[error(transparent)]
+    WaitedOut(super::lease::WaitedOut),
 }
 
 /// The objects of an S3 warehouse, where its databases' schema leases live.
@@ -417,6 +421,10 @@ impl LeaseObjects for Warehouse {
             Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
             Err(e) => Err(e.into()),
         }
+    }
+
+    fn waited_out(&self, waited: super::lease::WaitedOut) -> LeaseFailed {
+        LeaseFailed::WaitedOut(waited)
     }
 }
 

@@ -3,6 +3,7 @@
 //! waits untiered.
 
 use super::*;
+use crate::retry::{Retry, Try};
 
 /// The change-log records of a table Fluss's tiering has not committed.
 pub(super) struct Untiered {
@@ -22,6 +23,19 @@ impl Untiered {
 /// to take it in before it is made again: see
 /// [`FlussStore::until_created_taken_in`].
 pub(super) const TAKE_IN_WAIT: Duration = Duration::from_secs(10);
+
+/// How giving the Paimon table the shape Fluss checks is tried again when
+/// its change fails (another process attaching it made the change first):
+/// three tries in all, at once, each reading the table again.
+const SHAPE_AGAIN: Retry = Retry::immediately(3);
+
+/// How often a wait for the buckets' leaders looks again: pauses from 20 ms
+/// doubling to 500 ms, within the wait it is given.
+const LEADERS_AGAIN: Retry = Retry::growing(
+    u32::MAX,
+    Duration::from_millis(20),
+    Duration::from_millis(500),
+);
 
 impl FlussStore {
     /// Creates the Fluss table of `shape`, with tiering off until the Paimon
@@ -81,19 +95,21 @@ impl FlussStore {
         // IF NOT EXISTS` beside this `CREATE`) may make the same changes
         // first: a change that fails is done when the table, read again,
         // needs none.
-        let mut attempts = 0;
-        loop {
-            let paimon = self.catalog.get_table(identifier).await?;
-            let changes = schema::paimon_changes(&paimon, &options)?;
-            if changes.is_empty() {
-                break;
-            }
-            match self.catalog.alter_table(identifier, changes, false).await {
-                Ok(()) => break,
-                Err(e) if attempts >= 2 => return Err(e.into()),
-                Err(_) => attempts += 1,
-            }
-        }
+        SHAPE_AGAIN
+            .run(|| async {
+                let paimon = self.catalog.get_table(identifier).await?;
+                let changes = schema::paimon_changes(&paimon, &options)?;
+                if changes.is_empty() {
+                    return Ok(Try::Done(()));
+                }
+                Ok(
+                    match self.catalog.alter_table(identifier, changes, false).await {
+                        Ok(()) => Try::Done(()),
+                        Err(e) => Try::Again(Error::from(e)),
+                    },
+                )
+            })
+            .await?;
         if !enabled {
             self.until_taken_in(target, &info).await?;
             self.set_tiering(target, true).await?;
@@ -156,51 +172,70 @@ impl FlussStore {
         shape: &FlussShape,
     ) -> Result<()> {
         let deadline = tokio::time::Instant::now() + target.request_timeout;
-        let mut wait = TAKE_IN_WAIT;
-        loop {
-            let info = self.table_info(target).await?;
-            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
-            let waited = wait.min(left);
-            let leaderless = self.leaderless_within(target, &info, waited).await?;
-            if leaderless.is_empty() {
-                return Ok(());
-            }
-            let last = tokio::time::Instant::now() + Duration::from_secs(1) >= deadline;
-            ::log::warn!(
-                target: FLUSS_LOG,
-                "Fluss's coordinator has not taken in the new table '{}' (buckets {leaderless:?} \
-                 have no leader after {waited:?}); it holds no rows: {}",
-                target.name,
-                if last { "dropping it" } else { "dropping it and creating it again" },
-            );
-            // A coordinator that is slow rather than blind gets longer.
-            wait *= 2;
-            let admin = self
-                .connection
-                .admin()
-                .await
-                .map_err(|e| target.fluss_error("reach", e))?;
-            target
-                .bounded("drop", admin.drop_table(&target.path, true))
-                .await?;
-            if last {
-                return Err(target.unavailable(
-                    "create",
-                    format!(
-                        "Fluss's coordinator took no table made for it within {:?} \
-                         (fluss.client.request-timeout): its buckets got no leader",
-                        target.request_timeout
-                    ),
-                ));
-            }
-            if let Err(e) = self.create_fluss_table(target, shape).await {
-                // Another process attaching the table may have made it in
-                // between: its table is waited for like ours.
-                if self.table_info(target).await.is_err() {
-                    return Err(e);
+        let (mut made_again, mut wait) = (false, TAKE_IN_WAIT);
+        let taken = Retry::immediately(u32::MAX)
+            // A table is made again only with a second left to wait for it.
+            .within(
+                target
+                    .request_timeout
+                    .saturating_sub(Duration::from_secs(1)),
+            )
+            .run_to_end(|| {
+                let made_again = std::mem::replace(&mut made_again, true);
+                // Each table made again is given twice as long as the one
+                // before.
+                let doubled = wait.saturating_mul(2);
+                let wait = std::mem::replace(&mut wait, doubled);
+                async move {
+                    if made_again {
+                        if let Err(e) = self.create_fluss_table(target, shape).await {
+                            // Another process attaching the table may have
+                            // made it in between: its table is waited for
+                            // like ours.
+                            if self.table_info(target).await.is_err() {
+                                return Err(e);
+                            }
+                        }
+                    }
+                    let info = self.table_info(target).await?;
+                    let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+                    let waited = wait.min(left);
+                    let leaderless = self.leaderless_within(target, &info, waited).await?;
+                    if leaderless.is_empty() {
+                        return Ok(Try::Done(()));
+                    }
+                    ::log::warn!(
+                        target: FLUSS_LOG,
+                        "Fluss's coordinator has not taken in the new table '{}' (buckets \
+                         {leaderless:?} have no leader after {waited:?}); it holds no rows: \
+                         dropping it, to create it again while \
+                         fluss.client.request-timeout allows",
+                        target.name,
+                    );
+                    // Dropped each time, so that a table not taken in is
+                    // never left for a later attempt to meet.
+                    let admin = self
+                        .connection
+                        .admin()
+                        .await
+                        .map_err(|e| target.fluss_error("reach", e))?;
+                    target
+                        .bounded("drop", admin.drop_table(&target.path, true))
+                        .await?;
+                    Ok(Try::Again(()))
                 }
-            }
-        }
+            })
+            .await?;
+        taken.map_err(|()| {
+            target.unavailable(
+                "create",
+                format!(
+                    "Fluss's coordinator took no table made for it within {:?} \
+                     (fluss.client.request-timeout): its buckets got no leader",
+                    target.request_timeout
+                ),
+            )
+        })
     }
 
     /// The buckets of the table `info` describes (by its path: the table
@@ -217,25 +252,26 @@ impl FlussStore {
         info: &TableInfo,
         wait: Duration,
     ) -> Result<Vec<i32>> {
-        let deadline = tokio::time::Instant::now() + wait;
-        let mut pause = Duration::from_millis(20);
-        loop {
-            let mut leaderless: Vec<i32> = self
-                .bucket_leaders(target, info)
-                .await?
-                .into_iter()
-                .filter(|(_, leader)| leader.is_none())
-                .map(|(bucket, _)| bucket)
-                .collect();
-            if leaderless.is_empty() && !self.leaders_answer(target, info).await {
-                leaderless = (0..info.get_num_buckets()).collect();
-            }
-            if leaderless.is_empty() || tokio::time::Instant::now() + pause >= deadline {
-                return Ok(leaderless);
-            }
-            tokio::time::sleep(pause).await;
-            pause = (pause * 2).min(Duration::from_millis(500));
-        }
+        let waited = LEADERS_AGAIN
+            .within(wait)
+            .run_to_end(|| async {
+                let leaderless: Vec<i32> = self
+                    .bucket_leaders(target, info)
+                    .await?
+                    .into_iter()
+                    .filter(|(_, leader)| leader.is_none())
+                    .map(|(bucket, _)| bucket)
+                    .collect();
+                Ok::<_, Error>(if !leaderless.is_empty() {
+                    Try::Again(leaderless)
+                } else if !self.leaders_answer(target, info).await {
+                    Try::Again((0..info.get_num_buckets()).collect())
+                } else {
+                    Try::Done(())
+                })
+            })
+            .await?;
+        Ok(waited.err().unwrap_or_default())
     }
 
     /// Whether the leader of every bucket of the table at the target's path

@@ -2,6 +2,7 @@
 //! finds the coordinator again.
 
 use super::*;
+use crate::retry::{Retry, Try};
 
 /// Creates [`FlussStore`]s from the catalog's `fluss.<key>` options.
 #[derive(Debug, Default)]
@@ -97,23 +98,33 @@ pub(crate) trait Coordinated {
     async fn admin(&self) -> fluss::error::Result<Arc<fluss::client::FlussAdmin>>;
 }
 
+/// How the cluster's metadata is asked for again while it names no
+/// coordinator: three asks in all, 200 ms apart.
+const COORDINATOR_AGAIN: Retry =
+    Retry::growing(3, Duration::from_millis(200), Duration::from_millis(200));
+
 impl Coordinated for FlussConnection {
     async fn admin(&self) -> fluss::error::Result<Arc<fluss::client::FlussAdmin>> {
         let metadata = self.get_metadata();
-        for attempt in 0..3 {
-            if metadata.get_cluster().get_coordinator_server().is_some() {
-                break;
-            }
-            if attempt > 0 {
-                tokio::time::sleep(Duration::from_millis(200)).await;
-            }
-            // A failure here shows as the admin call's own error below.
-            let _ = metadata
-                .update_tables_metadata(
-                    &std::collections::HashSet::new(),
-                    &std::collections::HashSet::new(),
-                    vec![],
-                )
+        let knows_coordinator = || metadata.get_cluster().get_coordinator_server().is_some();
+        if !knows_coordinator() {
+            // Still not known after the last ask: the admin call's own
+            // error says so (as does a failure of an ask).
+            let _: std::result::Result<(), ()> = COORDINATOR_AGAIN
+                .run(|| async {
+                    let _ = metadata
+                        .update_tables_metadata(
+                            &std::collections::HashSet::new(),
+                            &std::collections::HashSet::new(),
+                            vec![],
+                        )
+                        .await;
+                    Ok(if knows_coordinator() {
+                        Try::Done(())
+                    } else {
+                        Try::Again(())
+                    })
+                })
                 .await;
         }
         self.get_admin()

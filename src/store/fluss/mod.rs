@@ -101,6 +101,7 @@ use super::{
     Tiering, WriteKind,
 };
 use crate::error::{Error, Result};
+use crate::retry::{Retry, Try};
 
 use self::attach::TAKE_IN_WAIT;
 pub use self::connection::FlussStoreFactory;
@@ -375,6 +376,13 @@ impl FlussStore {
     }
 }
 
+/// How attaching looks for the Fluss table, or creates it, again when
+/// another process creating it at the same moment made Fluss refuse the
+/// create or fail to describe the table: three tries in all, 100 ms and
+/// then 200 ms apart.
+const CREATE_AGAIN: Retry =
+    Retry::growing(3, Duration::from_millis(100), Duration::from_millis(200));
+
 /// The Fluss table path of a Paimon table: the same database and name.
 fn table_path(identifier: &Identifier) -> Result<TablePath> {
     for name in [identifier.database(), identifier.object()] {
@@ -403,40 +411,37 @@ impl LakestreamStore for FlussStore {
         // Fluss then refuses this create (as existing, or as a schema it
         // failed to register), or fails to describe the table it is still
         // creating; another look finds the table.
-        let mut looked = 0;
-        let created = loop {
-            looked += 1;
-            match self.table_info(&target).await {
-                Ok(info) => {
-                    if let Some(reason) = shape.mismatch(&info) {
-                        return Err(FlussStoreError::Mismatch {
-                            table: target.name.clone(),
-                            reason,
+        let created = CREATE_AGAIN
+            .run(|| async {
+                match self.table_info(&target).await {
+                    Ok(info) => {
+                        if let Some(reason) = shape.mismatch(&info) {
+                            return Err(FlussStoreError::Mismatch {
+                                table: target.name.clone(),
+                                reason,
+                            }
+                            .into());
                         }
-                        .into());
+                        self.check_not_leftover(table, &target, &info).await?;
+                        self.check_no_stranded(table, &target, &info).await?;
+                        Ok(Try::Done(false))
                     }
-                    self.check_not_leftover(table, &target, &info).await?;
-                    self.check_no_stranded(table, &target, &info).await?;
-                    break false;
-                }
-                Err(Error::StoreTableMissing { .. }) => {
-                    match self.create_fluss_table(&target, &shape).await {
-                        Ok(()) => {
-                            // Before any write: copying the Paimon rows
-                            // needs the buckets' leaders.
-                            self.until_created_taken_in(&target, &shape).await?;
-                            break true;
+                    Err(Error::StoreTableMissing { .. }) => {
+                        match self.create_fluss_table(&target, &shape).await {
+                            Ok(()) => {
+                                // Before any write: copying the Paimon rows
+                                // needs the buckets' leaders.
+                                self.until_created_taken_in(&target, &shape).await?;
+                                Ok(Try::Done(true))
+                            }
+                            Err(e) => Ok(Try::Again(e)),
                         }
-                        Err(_) if looked < 3 => continue,
-                        Err(e) => return Err(e),
                     }
+                    Err(e) if !e.kind().is_users_to_fix() => Ok(Try::Again(e)),
+                    Err(e) => Err(e),
                 }
-                Err(e) if looked < 3 && !e.kind().is_users_to_fix() => {
-                    tokio::time::sleep(Duration::from_millis(100 * looked)).await;
-                }
-                Err(e) => return Err(e),
-            }
-        };
+            })
+            .await?;
         let finished = async {
             if created && target.primary_key {
                 self.load_paimon_rows(table, &target).await?;

@@ -130,6 +130,13 @@ impl Target {
         self.retrying_when(operation, is_transient, call).await
     }
 
+    /// How a call is tried again while Fluss says "not yet": pauses from
+    /// 50 ms doubling to 1 s, no try starting past the request timeout.
+    fn not_yet(&self) -> Retry {
+        Retry::growing(u32::MAX, Duration::from_millis(50), Duration::from_secs(1))
+            .within(self.request_timeout)
+    }
+
     /// Like [`Self::retrying`], retried while `transient` says so.
     pub(crate) async fn retrying_when<T, F, Fut>(
         &self,
@@ -142,8 +149,7 @@ impl Target {
         Fut: Future<Output = fluss::error::Result<T>>,
     {
         let deadline = tokio::time::Instant::now() + self.request_timeout;
-        Retry::growing(u32::MAX, Duration::from_millis(50), Duration::from_secs(1))
-            .within(self.request_timeout)
+        self.not_yet()
             .run(|| {
                 let called = tokio::time::timeout_at(deadline, call());
                 let transient = &transient;
@@ -176,49 +182,52 @@ impl Target {
         consequence: &str,
     ) -> Result<FlussTable<'c>> {
         let deadline = tokio::time::Instant::now() + self.request_timeout;
-        let mut pause = Duration::from_millis(50);
-        loop {
-            let seen = match tokio::time::timeout_at(deadline, connection.get_table(&self.path))
-                .await
-                .map_err(|_| self.no_answer("open"))?
-            {
-                Ok(table) if table.get_table_info().get_table_id() == table_id => return Ok(table),
-                Ok(table) => Ok(Some(table.get_table_info().get_table_id())),
-                Err(e) if is_gone(&e) => Ok(None),
-                // A tablet server reports a table dropped under it in other
-                // ways too (an unknown error wrapping Fluss's "does not
-                // exist"): the coordinator decides.
-                Err(e) => Err(e),
-            };
-            // Table ids only grow: a newer one means the table was created again.
-            if matches!(seen, Ok(Some(id)) if id > table_id) {
-                return Err(self.replaced("dropped and created again", when, consequence));
-            }
-            let admin = connection
-                .admin()
-                .await
-                .map_err(|e| self.fluss_error("reach", e))?;
-            let current = match tokio::time::timeout_at(deadline, admin.get_table_info(&self.path))
-                .await
-                .map_err(|_| self.no_answer("describe"))?
-            {
-                Ok(info) => Some(info.get_table_id()),
-                Err(e) if is_gone(&e) => None,
-                Err(e) => return Err(self.fluss_error("describe", e)),
-            };
-            match current {
-                None => return Err(self.replaced("dropped", when, consequence)),
-                Some(id) if id != table_id => {
-                    return Err(self.replaced("dropped and created again", when, consequence))
+        self.not_yet()
+            .run(|| async move {
+                let seen = match tokio::time::timeout_at(deadline, connection.get_table(&self.path))
+                    .await
+                    .map_err(|_| self.no_answer("open"))?
+                {
+                    Ok(table) if table.get_table_info().get_table_id() == table_id => {
+                        return Ok(Try::Done(table))
+                    }
+                    Ok(table) => Ok(Some(table.get_table_info().get_table_id())),
+                    Err(e) if is_gone(&e) => Ok(None),
+                    // A tablet server reports a table dropped under it in
+                    // other ways too (an unknown error wrapping Fluss's "does
+                    // not exist"): the coordinator decides.
+                    Err(e) => Err(e),
+                };
+                // Table ids only grow: a newer one means the table was
+                // created again.
+                if matches!(seen, Ok(Some(id)) if id > table_id) {
+                    return Err(self.replaced("dropped and created again", when, consequence));
                 }
-                Some(_) => {}
-            }
-            // The coordinator still names the table: an error was about
-            // something else, and an older id or no table is metadata that
-            // has not caught up yet.
-            let seen = seen.map_err(|e| self.fluss_error("open", e))?;
-            if tokio::time::Instant::now() + pause >= deadline {
-                return Err(self.unavailable(
+                let admin = connection
+                    .admin()
+                    .await
+                    .map_err(|e| self.fluss_error("reach", e))?;
+                let current =
+                    match tokio::time::timeout_at(deadline, admin.get_table_info(&self.path))
+                        .await
+                        .map_err(|_| self.no_answer("describe"))?
+                    {
+                        Ok(info) => Some(info.get_table_id()),
+                        Err(e) if is_gone(&e) => None,
+                        Err(e) => return Err(self.fluss_error("describe", e)),
+                    };
+                match current {
+                    None => return Err(self.replaced("dropped", when, consequence)),
+                    Some(id) if id != table_id => {
+                        return Err(self.replaced("dropped and created again", when, consequence))
+                    }
+                    Some(_) => {}
+                }
+                // The coordinator still names the table: an error was about
+                // something else, and an older id or no table is metadata
+                // that has not caught up yet.
+                let seen = seen.map_err(|e| self.fluss_error("open", e))?;
+                Ok(Try::Again(self.unavailable(
                     "open",
                     format!(
                         "Fluss's coordinator names table id {table_id}, but the metadata its \
@@ -228,11 +237,9 @@ impl Target {
                         )),
                         self.request_timeout
                     ),
-                ));
-            }
-            tokio::time::sleep(pause).await;
-            pause = (pause * 2).min(Duration::from_secs(1));
-        }
+                )))
+            })
+            .await
     }
 
     /// A handle of the Fluss table a read was planned on.

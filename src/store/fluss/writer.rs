@@ -2,6 +2,7 @@
 //! and Paimon before each write, and what became of rows a failed write sent.
 
 use super::*;
+use crate::retry::{Retry, Try};
 
 /// Whether Fluss's key-value store holds each row's key, looked up with
 /// the writer's lookupers, a share of the rows each.
@@ -160,6 +161,10 @@ impl Drop for Unsettled {
 
 /// Since when a write's table may have changed.
 pub(super) const WHILE_WRITING: &str = "while this write ran";
+
+/// How a write whose table was dropped or created again before it sent
+/// anything is tried again, with a new writer: two tries in all, at once.
+const WRITE_AGAIN: Retry = Retry::immediately(2);
 
 /// What a write whose table changed before it sent anything should do.
 pub(super) const NOTHING_WRITTEN: &str = "nothing was written. Run the statement again";
@@ -474,54 +479,60 @@ impl FlussStore {
         kind: WriteKind,
         batches: &[RecordBatch],
     ) -> Result<u64> {
-        let mut tries = 0;
-        loop {
-            tries += 1;
-            // A statement's rows are written only while Fluss tiers the
-            // table: a crash while turning the mode off can leave its tiering
-            // off, and a write racing a turn-off would strand its rows.
-            let writer = match self.table_info(target).await {
-                Ok(current) if !tiering_on(&current) => {
-                    return Err(FlussStoreError::TieringOff {
-                        table: target.name.clone(),
+        let written = WRITE_AGAIN
+            .run_to_end(|| async {
+                // A statement's rows are written only while Fluss tiers the
+                // table: a crash while turning the mode off can leave its
+                // tiering off, and a write racing a turn-off would strand its
+                // rows.
+                let writer = match self.table_info(target).await {
+                    Ok(current) if !tiering_on(&current) => {
+                        return Err(FlussStoreError::TieringOff {
+                            table: target.name.clone(),
+                        }
+                        .into())
                     }
-                    .into())
-                }
-                Ok(current) => self.writer_for(table, target, &current).await,
-                Err(e) => Err(e),
-            };
-            let writer = match writer {
-                Ok(writer) => writer,
-                Err(e) if tries == 1 && is_replaced(&e) => continue,
-                Err(e) => return Err(self.explain_missing(table, target, e, "written").await),
-            };
-            let failure = match self.send(target, &writer, kind, batches).await {
-                Ok(rows) => return Ok(rows),
-                Err(failure) => failure,
-            };
-            // The next write opens the table afresh (the writer may be broken).
-            self.forget_this_writer(table.identifier(), &writer).await;
-            match failure {
-                SendFailure {
-                    sent: false,
-                    gone: true,
-                    ..
-                } if tries == 1 => continue,
-                SendFailure {
-                    error, sent: false, ..
-                } => return Err(self.explain_missing(table, target, error, "written").await),
-                SendFailure {
-                    error, gone: true, ..
-                } => return Err(self.after_sending_to_gone(target, &writer, error).await),
-                SendFailure { error, .. } => {
-                    return Err(FlussStoreError::OutcomeUnknown {
+                    Ok(current) => self.writer_for(table, target, &current).await,
+                    Err(e) => Err(e),
+                };
+                let writer = match writer {
+                    Ok(writer) => writer,
+                    Err(e) if is_replaced(&e) => return Ok(Try::Again(e)),
+                    Err(e) => return Err(self.explain_missing(table, target, e, "written").await),
+                };
+                let failure = match self.send(target, &writer, kind, batches).await {
+                    Ok(rows) => return Ok(Try::Done(rows)),
+                    Err(failure) => failure,
+                };
+                // The next write opens the table afresh (the writer may be
+                // broken).
+                self.forget_this_writer(table.identifier(), &writer).await;
+                match failure {
+                    SendFailure {
+                        error,
+                        sent: false,
+                        gone: true,
+                    } => Ok(Try::Again(error)),
+                    SendFailure {
+                        error, sent: false, ..
+                    } => Err(self.explain_missing(table, target, error, "written").await),
+                    SendFailure {
+                        error, gone: true, ..
+                    } => Err(self.after_sending_to_gone(target, &writer, error).await),
+                    SendFailure { error, .. } => Err(FlussStoreError::OutcomeUnknown {
                         table: target.name.clone(),
                         servers: target.servers.clone(),
                         cause: error.to_string(),
                     }
-                    .into())
+                    .into()),
                 }
-            }
+            })
+            .await?;
+        match written {
+            Ok(rows) => Ok(rows),
+            // Replaced again under the second writer: said as any other
+            // failure of a write that sent nothing.
+            Err(e) => Err(self.explain_missing(table, target, e, "written").await),
         }
     }
 }

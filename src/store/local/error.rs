@@ -25,6 +25,11 @@ pub(crate) enum LocalStoreError {
         source: object_store::Error,
     },
 
+    /// A wait for a table's tiering lease on an object store ended with the
+    /// lease still held by a live process.
+    #[error(transparent)]
+    LeaseWaitedOut(crate::object_storage::lease::WaitedOut),
+
     /// The create-if-absent probe of an object store failed with an error
     /// that leaves the question open.
     #[error("checking '{root}': {source}")]
@@ -437,6 +442,7 @@ impl LocalStoreError {
         match self {
             LocalStoreError::Objects(_)
             | LocalStoreError::ListLease { .. }
+            | LocalStoreError::LeaseWaitedOut(_)
             | LocalStoreError::Probe { .. }
             | LocalStoreError::WriteFile { .. }
             | LocalStoreError::ReadFile { .. }

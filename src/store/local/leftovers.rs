@@ -54,6 +54,7 @@ use super::root::{PutFailed, Root};
 use super::segment::{self, Entry};
 use crate::error::Result;
 use crate::object_storage::create::Created;
+use crate::retry::{Retry, Try};
 
 /// How old a killed writer's leftover must be before [`sweep`] removes it:
 /// the age Paimon's orphan file removal keeps files for by default.
@@ -107,9 +108,9 @@ impl Fate {
     }
 }
 
-/// How many times [`claim`] asks again when the store says the fate file
-/// exists and a read then does not find it.
-const CLAIM_ATTEMPTS: usize = 5;
+/// How [`claim`] asks again when the store says the fate file exists and a
+/// read then does not find it: five tries in all, at once.
+const CLAIM_AGAIN: Retry = Retry::immediately(5);
 
 /// Decides the fate of the parts of write `write` under `incarnation_dir`
 /// as `fate`, unless it was decided already: `None` when this call decided
@@ -124,34 +125,39 @@ pub(crate) async fn claim(
 ) -> std::result::Result<Option<Fate>, PutFailed> {
     let location = path::parts_fate(incarnation_dir, write);
     let bytes = Bytes::from(format!("{} {}\n", fate.word(), uuid::Uuid::new_v4()));
-    for _ in 0..CLAIM_ATTEMPTS {
-        match root.put_new(&location, bytes.clone()).await? {
-            Created::Yes => return Ok(None),
-            Created::AlreadyExists => match root.get(&location).await {
-                Ok(Some(there)) => return Ok(Some(Fate::read(&there))),
-                // Another's a moment ago (`put_new` read it), gone now:
-                // removed since (by a sweep that finished, an abort, a
-                // trim). That decides nothing, least of all that the sweep
-                // may delete the parts of a commit that claimed them: ask
-                // again.
-                Ok(None) => continue,
-                Err(e) => return Err(PutFailed::Unknown(e)),
-            },
-        }
-    }
-    Err(PutFailed::Unknown(
-        LocalStoreError::WriteObject {
-            path: location,
-            source: object_store::Error::Generic {
-                store: "local",
-                source: format!(
-                    "refused {CLAIM_ATTEMPTS} times as existing, and not found when read"
-                )
-                .into(),
-            },
-        }
-        .into(),
-    ))
+    let claimed = CLAIM_AGAIN
+        .run_to_end(|| async {
+            match root.put_new(&location, bytes.clone()).await? {
+                Created::Yes => Ok(Try::Done(None)),
+                Created::AlreadyExists => match root.get(&location).await {
+                    Ok(Some(there)) => Ok(Try::Done(Some(Fate::read(&there)))),
+                    // Another's a moment ago (`put_new` read it), gone now:
+                    // removed since (by a sweep that finished, an abort, a
+                    // trim). That decides nothing, least of all that the
+                    // sweep may delete the parts of a commit that claimed
+                    // them: ask again.
+                    Ok(None) => Ok(Try::Again(())),
+                    Err(e) => Err(PutFailed::Unknown(e)),
+                },
+            }
+        })
+        .await?;
+    claimed.map_err(|()| {
+        PutFailed::Unknown(
+            LocalStoreError::WriteObject {
+                path: location.clone(),
+                source: object_store::Error::Generic {
+                    store: "local",
+                    source: format!(
+                        "refused {} times as existing, and not found when read",
+                        CLAIM_AGAIN.tries
+                    )
+                    .into(),
+                },
+            }
+            .into(),
+        )
+    })
 }
 
 /// Removes what writes that died left in the store table at `table_dir`
@@ -518,6 +524,50 @@ mod tests {
             ],
             "the sweep took the parts of a write its commit claimed: {swept:?}"
         );
+    }
+
+    /// A fate file the store keeps calling existing while every read
+    /// misses it: the claim asks again a bounded number of times, then
+    /// fails as unknown (the sweep keeps the parts), never decides.
+    #[tokio::test]
+    async fn a_claim_the_store_keeps_refusing_and_missing_ends_unknown() {
+        use crate::testing::faulty::{ErrorKind, Fault, Faults, FaultyStore, Op, Rule};
+        let url = "faulty://leftovers-always-missed-claim";
+        let faults = Faults::new();
+        let inner: std::sync::Arc<dyn object_store::ObjectStore> =
+            std::sync::Arc::new(object_store::memory::InMemory::new());
+        super::super::register_object_store(
+            url,
+            std::sync::Arc::new(FaultyStore::new(inner, faults.clone())),
+        )
+        .expect("register");
+        let t = Incarnation::new(url);
+        let claimed = claim(&t.root, &t.dir, &name(9), Fate::Commit).await;
+        assert!(matches!(claimed, Ok(None)));
+        // Each try's create reads the fate file (and finds another's
+        // bytes: refused as existing); the claim's own read then misses it.
+        // Rule `k` misses the claim's read of try `k + 1`.
+        let missed: Vec<_> = (0..5)
+            .map(|k| {
+                faults.add(
+                    Rule::new(Op::Get, Fault::Fail(ErrorKind::NotFound))
+                        .path_contains("/fate")
+                        .skip(k + 1)
+                        .times(1),
+                )
+            })
+            .collect();
+        let again = claim(&t.root, &t.dir, &name(9), Fate::Sweep).await;
+        let Err(PutFailed::Unknown(e)) = again else {
+            panic!("a claim that never saw the fate file decided: {again:?}");
+        };
+        assert!(
+            e.to_string()
+                .contains("refused 5 times as existing, and not found when read"),
+            "{e}"
+        );
+        let fired: Vec<u64> = missed.iter().map(|&rule| faults.fired(rule)).collect();
+        assert_eq!(fired, [1; 5], "the claim's reads that missed");
     }
 
     /// A commit's claim keeps the parts of a write whose entry is not in

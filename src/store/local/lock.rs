@@ -29,7 +29,7 @@ use super::root::{PutFailed, Root};
 use crate::error::{Error, Result};
 use crate::object_storage;
 use crate::object_storage::create::Created;
-use crate::object_storage::lease::{Lease, LeaseObjects};
+use crate::object_storage::lease::{Lease, LeaseObjects, WaitedOut};
 
 /// A table's tiering lock across processes, held until dropped.
 #[derive(Debug)]
@@ -51,13 +51,18 @@ impl Root {
     /// it; on S3 a lease ([`Lease`]), which a holder that crashes holds
     /// until it expires; other roots (`memory://`, registered ones) are used
     /// by one process, and the caller's in-process lock is enough.
-    pub(crate) async fn lock_tiering(self: &Arc<Self>, table_dir: &Path) -> Result<TierLock> {
+    pub(crate) async fn lock_tiering(
+        self: &Arc<Self>,
+        table_dir: &Path,
+        table: &str,
+    ) -> Result<TierLock> {
         if object_storage::is_s3(&self.url) {
             return Ok(TierLock::Lease {
                 _lease: Lease::acquire(
                     Arc::clone(self),
                     path::lease_dir(table_dir),
                     self.lease_ttl,
+                    &format!("the tiering lease of table '{table}'"),
                 )
                 .await?,
             });
@@ -191,6 +196,10 @@ impl LeaseObjects for Root {
     async fn delete(&self, path: &Path) -> Result<()> {
         Root::delete(self, path).await
     }
+
+    fn waited_out(&self, waited: WaitedOut) -> Error {
+        LocalStoreError::LeaseWaitedOut(waited).into()
+    }
 }
 
 #[cfg(test)]
@@ -262,7 +271,7 @@ mod tests {
         let next_root = Root::open(&next_url, &Default::default(), ttl).expect("root");
         let table = Path::from("db/t");
         let dir = path::lease_dir(&table);
-        let late = Lease::acquire(Arc::clone(&late_root), dir.clone(), ttl)
+        let late = Lease::acquire(Arc::clone(&late_root), dir.clone(), ttl, "the lease")
             .await
             .expect("the first lease");
         // Its first renewal (after 1 s) reaches the store 6 s late: the
@@ -272,12 +281,12 @@ mod tests {
                 .path_contains("/lease/")
                 .times(1),
         );
-        let second = Lease::acquire(Arc::clone(&next_root), dir.clone(), ttl)
+        let second = Lease::acquire(Arc::clone(&next_root), dir.clone(), ttl, "the lease")
             .await
             .expect("taken over once the first ran out");
         assert_eq!(faults.fired(stalled), 1, "the renewal is on its way");
         drop(second);
-        let third = Lease::acquire(Arc::clone(&next_root), dir.clone(), ttl)
+        let third = Lease::acquire(Arc::clone(&next_root), dir.clone(), ttl, "the lease")
             .await
             .expect("taken after a release");
         // The late renewal lands (about 7 s after the first lease); the

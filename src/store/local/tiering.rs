@@ -24,6 +24,7 @@ use super::{Inner, TIERING_LOG};
 use crate::error::{Error, Result};
 use crate::maintenance;
 use crate::options;
+use crate::retry::Retry;
 use crate::store::TierReport;
 
 /// Checks one table every `interval` while the store lives and the table is
@@ -104,10 +105,10 @@ impl Backoff {
         self.until.is_none_or(|until| now >= until)
     }
 
-    /// The wait after the `failures`th failure in a row.
+    /// The wait after the `failures`th failure in a row: the pause a
+    /// [`Retry`] growing from `interval` to `cap` makes before the next try.
     fn wait(failures: u32, interval: Duration, cap: Duration) -> Duration {
-        let doubled = interval.saturating_mul(1u32 << failures.saturating_sub(1).min(20));
-        doubled.min(cap).max(interval)
+        Retry::growing(u32::MAX, interval, cap).pause_before(failures.saturating_add(1))
     }
 
     /// Records a failure to tier table `name` (described as `what`) in the

@@ -81,7 +81,7 @@ impl TableState {
         // A store that cannot create safely is refused before it holds rows.
         self.root.check_create_if_absent().await?;
         let _in_process = self.tiering.lock().await;
-        let _across_processes = self.root.lock_tiering(&self.dir).await?;
+        let _across_processes = self.root.lock_tiering(&self.dir, &self.name()).await?;
         // Asked only now the locks are held: a table dropped and created
         // again while this waited for them is the one there, and a handle
         // on the dropped one is refused, never taken for the table there.
@@ -310,7 +310,7 @@ impl TableState {
         drop_in_catalog: futures::future::BoxFuture<'_, Result<()>>,
     ) -> Result<()> {
         let _in_process = self.tiering.lock().await;
-        let _across_processes = self.root.lock_tiering(&self.dir).await?;
+        let _across_processes = self.root.lock_tiering(&self.dir, &self.name()).await?;
         // No write is between checking the table and its put.
         let _writes = self.root.lock_trim(&self.dir, false).await?;
         drop_in_catalog.await?;
@@ -399,6 +399,7 @@ mod tests {
             Arc::clone(&root),
             path::lease_dir(&state.dir),
             Duration::from_secs(30),
+            "the lease",
         )
         .await
         .expect("lease");

@@ -167,7 +167,7 @@ impl TableState {
     /// go on past it. Returns what the segment held, as far as it can tell.
     pub(crate) async fn set_aside(&self, table: &Table, position: u64) -> Result<String> {
         let _in_process = self.tiering.lock().await;
-        let _across_processes = self.root.lock_tiering(&self.dir).await?;
+        let _across_processes = self.root.lock_tiering(&self.dir, &self.name()).await?;
         let incarnation = self.current(table).await?;
         let location = path::segment(&incarnation.dir, position);
         let Some(bytes) = self.root.get(&location).await? else {

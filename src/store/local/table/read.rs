@@ -31,7 +31,13 @@ use super::incarnation::Incarnation;
 use super::segments::{Fetched, Held, Info, Piece};
 use super::TableState;
 use crate::error::{Error, Result};
+use crate::retry::{Retry, Try};
 use crate::store::{ChangeBatch, ChangeStream, StoreLog};
+
+/// How often planning a read looks again when a segment after the tiered
+/// position it read is gone (trimmed meanwhile): eight tries in all, at
+/// once, each reading the tiered position afresh.
+const PLAN_AGAIN: Retry = Retry::immediately(8);
 
 /// How often a streaming read looks for segments other processes wrote;
 /// writes in this process wake it at once.
@@ -416,29 +422,38 @@ impl TableState {
         };
         let schema = log_schema(table)?;
         // A segment is deleted only long after tiering passed it, so a read
-        // finds its segments; should one still be gone, the next attempt
-        // sees the snapshot that holds its rows.
-        for _ in 0..8 {
-            let (snapshot_id, position) = match tiered.take() {
-                Some(first) => first,
-                None => self.tiered(&incarnation, table).await?,
-            };
-            let scanned = self
-                .scan_with(&incarnation, position, true, fetched.take())
-                .await?;
-            if let Some((end, rows)) = scanned {
-                return Ok(LocalLog {
-                    state: Arc::clone(self),
-                    incarnation,
-                    schema,
-                    snapshot_id,
-                    from: position,
-                    end,
-                    rows,
-                });
-            }
-        }
-        Err(LocalStoreError::TrimmedUnderRead { table: self.name() }.into())
+        // finds its segments; should one still be gone, the next try sees
+        // the snapshot that holds its rows.
+        let planned = PLAN_AGAIN
+            .run_to_end(|| {
+                let (first, fetched) = (tiered.take(), fetched.take());
+                let incarnation = &incarnation;
+                async move {
+                    let (snapshot_id, position) = match first {
+                        Some(first) => first,
+                        None => self.tiered(incarnation, table).await?,
+                    };
+                    Ok::<_, Error>(
+                        match self.scan_with(incarnation, position, true, fetched).await? {
+                            Some((end, rows)) => Try::Done((snapshot_id, position, end, rows)),
+                            None => Try::Again(()),
+                        },
+                    )
+                }
+            })
+            .await?;
+        let Ok((snapshot_id, from, end, rows)) = planned else {
+            return Err(LocalStoreError::TrimmedUnderRead { table: self.name() }.into());
+        };
+        Ok(LocalLog {
+            state: Arc::clone(self),
+            incarnation,
+            schema,
+            snapshot_id,
+            from,
+            end,
+            rows,
+        })
     }
 
     /// Segments after `from`, waiting for one to be written. Fails when the

@@ -49,7 +49,7 @@ impl TableState {
         work: impl std::future::Future<Output = Result<T>>,
     ) -> Result<T> {
         let _in_process = self.tiering.lock().await;
-        let _across_processes = self.root.lock_tiering(&self.dir).await?;
+        let _across_processes = self.root.lock_tiering(&self.dir, &self.name()).await?;
         work.await
     }
 
@@ -66,7 +66,7 @@ impl TableState {
         retention: Duration,
     ) -> Result<TierReport> {
         let _in_process = self.tiering.lock().await;
-        let _across_processes = self.root.lock_tiering(&self.dir).await?;
+        let _across_processes = self.root.lock_tiering(&self.dir, &self.name()).await?;
         let incarnation = self.current(table).await?;
         // What killed writers left, first: a sweep that took what the log
         // still names would fail this round rather than pass unseen.
