@@ -35,6 +35,7 @@ use paimon::spec::{
 use paimon::table::{RenamingSnapshotCommit, SnapshotCommit, Table};
 
 use crate::error::{Error, Result};
+use crate::object_storage::create::Created;
 use crate::retry::{Retry, Try};
 use crate::schema_stamp::Freshness;
 
@@ -498,7 +499,8 @@ pub(crate) async fn publish(
 
 /// Creates `file` holding `bytes` unless it exists, atomically: written
 /// aside, then hard-linked under its name, which fails when the name is
-/// taken. paimon 0.4's file-system commit checks that the snapshot file is
+/// taken, and the directory fsynced ([`crate::object_storage::durable::link_new`]).
+/// paimon 0.4's file-system commit checks that the snapshot file is
 /// absent and then renames over it, so a compaction published that way
 /// could replace a snapshot another commit created in between (and undo
 /// its rows); with this it loses instead. `None`: the file system cannot
@@ -522,18 +524,25 @@ async fn create_if_absent(file: std::path::PathBuf, bytes: Vec<u8>) -> Result<Op
                 temp.display()
             )));
         }
-        let linked = std::fs::hard_link(&temp, &file);
+        // The one durable create-if-absent on local disk: linked, then the
+        // directory fsynced.
+        let linked = crate::object_storage::durable::link_new(&temp, &file);
         let _ = std::fs::remove_file(&temp);
         match linked {
-            Ok(()) => Ok(Some(true)),
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(Some(false)),
+            Ok(Created::Yes) => Ok(Some(true)),
+            Ok(Created::AlreadyExists) => Ok(Some(false)),
             // A file system without hard links: paimon's commit, as its own
             // commits there.
-            Err(e) if e.kind() == std::io::ErrorKind::Unsupported => Ok(None),
+            Err((false, e)) if e.kind() == std::io::ErrorKind::Unsupported => Ok(None),
             // Anything else publishes nothing: paimon's check-then-rename
             // could replace a snapshot another commit created meanwhile.
-            Err(e) => Err(Error::Internal(format!(
+            Err((false, e)) => Err(Error::Internal(format!(
                 "cannot publish the snapshot file '{}': {e}; nothing was published",
+                file.display()
+            ))),
+            Err((true, e)) => Err(Error::Internal(format!(
+                "the snapshot file '{}' was published, but its directory could not be synced \
+                 ({e}): it may not survive a power loss",
                 file.display()
             ))),
         }

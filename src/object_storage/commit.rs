@@ -43,6 +43,7 @@ use opendal::*;
 use paimon::io::{FileIO, FileIOBuilder, FileIOProvider};
 use paimon::table::Table;
 
+use super::create::{probe, Conditional, CreateAnswer, ProbeFailed};
 use super::guard::{Guard, Rules};
 use super::{create_only, S3Options};
 
@@ -156,36 +157,68 @@ fn probe_of(s3: &S3Options, bucket: &str) -> Arc<Probe> {
 }
 
 impl Probe {
-    /// Writes a probe object beside `key` twice, the second time only if
-    /// absent: a server that lets it through ignores the condition. Errors
-    /// (no write permission: the commit would fail anyway) leave the answer
-    /// open; whatever the answer, it is asked once.
+    /// Probes the server through `operator` (the client commits write
+    /// with) with the one probe ([`super::create::probe`]):
+    /// an object beside `key` created twice, the second time to be refused
+    /// as existing, the first's bytes to stay. A server that fails it
+    /// ignores the condition. Errors (no write permission: the commit would
+    /// fail anyway) leave the answer open, and the next create-only write
+    /// asks again; an answer is asked once.
     async fn check(&self, operator: &Operator, key: &str) {
-        self.checked
-            .get_or_init(|| async {
+        let _ = self
+            .checked
+            .get_or_try_init(|| async {
                 let dir = key.rsplit_once('/').map_or("", |(dir, _)| dir);
                 let table = dir.rsplit_once('/').map_or("", |(table, _)| table);
-                let path = if table.is_empty() {
-                    format!(".lakestream-probe-{}", uuid::Uuid::new_v4())
+                let prefix = if table.is_empty() {
+                    ".lakestream-probe-".to_string()
                 } else {
-                    format!("{table}/.lakestream-probe-{}", uuid::Uuid::new_v4())
+                    format!("{table}/.lakestream-probe-")
                 };
-                let first = operator
-                    .write_with(&path, b"first".to_vec())
-                    .if_not_exists(true)
-                    .await;
-                if first.is_ok() {
-                    let second = operator
-                        .write_with(&path, b"second".to_vec())
-                        .if_not_exists(true)
-                        .await;
-                    if second.is_ok() {
+                match probe(&Operated(operator), &prefix).await {
+                    Ok(()) => Ok(()),
+                    Err(ProbeFailed::Refused(_)) => {
                         self.ignores_condition.store(true, Ordering::SeqCst);
+                        Ok(())
                     }
+                    Err(ProbeFailed::Failed(_) | ProbeFailed::Read(_)) => Err(()),
                 }
-                let _ = operator.delete(&path).await;
             })
             .await;
+    }
+}
+
+/// An opendal operator as the probe asks it.
+struct Operated<'a>(&'a Operator);
+
+#[async_trait::async_trait]
+impl Conditional for Operated<'_> {
+    type Error = Error;
+
+    async fn create_new(&self, path: &str, bytes: &'static [u8]) -> CreateAnswer<Error> {
+        match self
+            .0
+            .write_with(path, bytes.to_vec())
+            .if_not_exists(true)
+            .await
+        {
+            Ok(_) => CreateAnswer::Created,
+            Err(e) if e.kind() == ErrorKind::ConditionNotMatch => CreateAnswer::Exists(e),
+            Err(e) if e.kind() == ErrorKind::Unsupported => CreateAnswer::NotSupported,
+            Err(e) => CreateAnswer::Failed(e),
+        }
+    }
+
+    async fn read(&self, path: &str) -> Result<Option<bytes::Bytes>> {
+        match self.0.read(path).await {
+            Ok(buffer) => Ok(Some(buffer.to_bytes())),
+            Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn remove(&self, path: &str) {
+        let _ = self.0.delete(path).await;
     }
 }
 
@@ -404,6 +437,48 @@ mod tests {
                 "{path}: {message}"
             );
         }
+    }
+
+    /// Fails the second probe write it sees, once, with an error that is
+    /// not "exists" (a request that timed out).
+    #[derive(Debug, Default)]
+    struct FailsSecondProbeWrite(std::sync::atomic::AtomicUsize);
+
+    impl Rules for FailsSecondProbeWrite {
+        fn check_write(&self, path: &str) -> Result<()> {
+            if path.contains(".lakestream-probe-") && self.0.fetch_add(1, Ordering::SeqCst) == 1 {
+                return Err(Error::new(ErrorKind::Unexpected, "timed out"));
+            }
+            Ok(())
+        }
+    }
+
+    /// Only a refusal as existing counts as honouring the condition, and a
+    /// probe that failed is asked again: a server that ignores the
+    /// condition, whose second probe write timed out, is found out at the
+    /// next commit. (This probe used to take any error of the second write
+    /// for a refusal, and to ask once whatever happened: such a server
+    /// passed, and its commits replaced each other.)
+    #[tokio::test]
+    async fn a_probe_that_failed_is_asked_again_and_an_error_is_no_refusal() {
+        let snapshot = "w/db.db/t/snapshot/snapshot-1";
+        let probe = Arc::new(Probe::default());
+        let dishonest = memory()
+            .layer(Guard(Arc::new(IgnoresCondition)))
+            .layer(Guard(Arc::new(FailsSecondProbeWrite::default())))
+            .layer(Guard(Arc::new(CreateOnce {
+                fence: None,
+                probe: Arc::clone(&probe),
+            })));
+        probe.check(&dishonest, snapshot).await;
+        assert!(!probe.ignores_condition.load(Ordering::SeqCst));
+        probe.check(&dishonest, snapshot).await;
+        assert!(
+            probe.ignores_condition.load(Ordering::SeqCst),
+            "a server that ignores the condition passed the probe"
+        );
+        let refused = dishonest.write(snapshot, b"one".to_vec()).await;
+        assert_eq!(refused.expect_err("refused").kind(), ErrorKind::Unsupported);
     }
 
     #[tokio::test]

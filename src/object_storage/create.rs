@@ -1,7 +1,9 @@
 //! Create-if-absent on an object store: the one conditional put that makes
-//! an object only if its name is free, and the probe that a store honours
-//! it. Log segments, part lists and leases (see [`super::lease`]) are made
-//! with it.
+//! an object only if its name is free, and the one probe that a store
+//! honours it ([`probe_create_if_absent`]). Log segments, part lists and
+//! leases (see [`super::lease`]) are made with it; the probe runs before
+//! them, and before paimon's create-only files on S3 (`super::commit`), on
+//! whatever client makes them ([`Conditional`]).
 //!
 //! Invariants it keeps:
 //!
@@ -13,7 +15,10 @@
 //!   again, a few times, never taken for a taken name.
 //! - **Refused, never used unsafely.** A store that ignores the condition,
 //!   or does not support it, is found by [`probe_create_if_absent`] before
-//!   anything is written.
+//!   anything is written: a second create of one object must be refused as
+//!   existing (no other answer counts) and leave the first's bytes. A probe
+//!   that fails otherwise leaves the question open, for its caller to ask
+//!   again.
 //! - A create that failed may still have landed (a timeout): its error says
 //!   the outcome is not known.
 
@@ -98,50 +103,120 @@ pub(crate) async fn get(
     }
 }
 
+/// What a create-if-absent answered.
+#[derive(Debug)]
+pub(crate) enum CreateAnswer<E> {
+    /// The object was created.
+    Created,
+    /// Refused: an object has the name, the store says (its error).
+    Exists(E),
+    /// The store does not support the condition.
+    NotSupported,
+    /// Another error, which leaves the outcome open.
+    Failed(E),
+}
+
+/// An object store as [`probe_create_if_absent`] asks it, through the
+/// client its writes use: an object_store client, or paimon's opendal
+/// operator (`super::commit`).
+#[async_trait::async_trait]
+pub(crate) trait Conditional: Send + Sync {
+    /// What goes wrong.
+    type Error: Send;
+    /// Creates `path` with `bytes` only if no object has that name.
+    async fn create_new(&self, path: &str, bytes: &'static [u8]) -> CreateAnswer<Self::Error>;
+    /// An object's bytes; `None` when there is none.
+    async fn read(&self, path: &str) -> Result<Option<Bytes>, Self::Error>;
+    /// Deletes an object, as far as it can.
+    async fn remove(&self, path: &str);
+}
+
+/// An object_store client as the probe asks it.
+struct Stored<'a>(&'a dyn ObjectStore);
+
+#[async_trait::async_trait]
+impl Conditional for Stored<'_> {
+    type Error = object_store::Error;
+
+    async fn create_new(&self, path: &str, bytes: &'static [u8]) -> CreateAnswer<Self::Error> {
+        let put = self
+            .0
+            .put_opts(
+                &Path::from(path),
+                PutPayload::from_static(bytes),
+                PutMode::Create.into(),
+            )
+            .await;
+        match put {
+            Ok(_) => CreateAnswer::Created,
+            Err(e @ object_store::Error::AlreadyExists { .. }) => CreateAnswer::Exists(e),
+            Err(object_store::Error::NotImplemented { .. }) => CreateAnswer::NotSupported,
+            Err(e) => CreateAnswer::Failed(e),
+        }
+    }
+
+    async fn read(&self, path: &str) -> Result<Option<Bytes>, Self::Error> {
+        get(self.0, &Path::from(path)).await
+    }
+
+    async fn remove(&self, path: &str) {
+        let _ = self.0.delete(&Path::from(path)).await;
+    }
+}
+
 /// Why a store did not pass [`probe_create_if_absent`].
 #[derive(Debug)]
-pub(crate) enum ProbeFailed {
+pub(crate) enum ProbeFailed<E = object_store::Error> {
     /// The store does not honour create-if-absent: what it did.
     Refused(String),
     /// A create failed with an error that leaves the question open.
-    Failed(object_store::Error),
+    Failed(E),
     /// Reading the probe object back failed.
-    Read(object_store::Error),
+    Read(E),
 }
 
 /// Checks that `objects` honours create-if-absent: a second create of one
 /// object is refused as existing, and leaves the first's bytes. Writes and
-/// then deletes an object under `_probe/`.
-pub(crate) async fn probe_create_if_absent(objects: &dyn ObjectStore) -> Result<(), ProbeFailed> {
-    let path = Path::from(format!("_probe/create-if-absent-{}", uuid::Uuid::new_v4()));
-    let create = |bytes: &'static [u8]| {
-        objects.put_opts(
-            &path,
-            PutPayload::from_static(bytes),
-            PutMode::Create.into(),
-        )
-    };
-    // An error other than the answers below leaves the question open.
-    let failed = |e: object_store::Error| match e {
-        object_store::Error::NotImplemented { .. } => {
-            ProbeFailed::Refused("does not support create-if-absent".to_string())
-        }
-        source => ProbeFailed::Failed(source),
-    };
+/// then deletes the object `<prefix><uuid>` (`_probe/create-if-absent-` at
+/// a store root; beside a table, so that users who may write only there
+/// are asked nothing more).
+pub(crate) async fn probe_create_if_absent(
+    objects: &dyn ObjectStore,
+    prefix: &str,
+) -> Result<(), ProbeFailed> {
+    probe(&Stored(objects), prefix).await
+}
+
+/// [`probe_create_if_absent`] through any client ([`Conditional`]).
+pub(crate) async fn probe<C: Conditional>(
+    objects: &C,
+    prefix: &str,
+) -> Result<(), ProbeFailed<C::Error>> {
+    let path = format!("{prefix}{}", uuid::Uuid::new_v4());
+    let unsupported = || ProbeFailed::Refused("does not support create-if-absent".to_string());
     let outcome = async {
-        create(b"first").await.map_err(failed)?;
-        match create(b"second").await {
-            Err(object_store::Error::AlreadyExists { .. }) => {}
-            Ok(_) => {
+        match objects.create_new(&path, b"first").await {
+            CreateAnswer::Created => {}
+            CreateAnswer::NotSupported => return Err(unsupported()),
+            // Nothing was there (a fresh name): a refusal, or any other
+            // error, leaves the question open.
+            CreateAnswer::Exists(e) | CreateAnswer::Failed(e) => {
+                return Err(ProbeFailed::Failed(e))
+            }
+        }
+        match objects.create_new(&path, b"second").await {
+            CreateAnswer::Exists(_) => {}
+            CreateAnswer::Created => {
                 return Err(ProbeFailed::Refused(
                     "ignored a create-if-absent: a second create of one object replaced the \
                      first"
                         .to_string(),
                 ))
             }
-            Err(e) => return Err(failed(e)),
+            CreateAnswer::NotSupported => return Err(unsupported()),
+            CreateAnswer::Failed(e) => return Err(ProbeFailed::Failed(e)),
         }
-        match get(objects, &path).await.map_err(ProbeFailed::Read)? {
+        match objects.read(&path).await.map_err(ProbeFailed::Read)? {
             Some(bytes) if bytes.as_ref() == b"first" => Ok(()),
             _ => Err(ProbeFailed::Refused(
                 "answered a create-if-absent as refused but replaced the object".to_string(),
@@ -149,7 +224,7 @@ pub(crate) async fn probe_create_if_absent(objects: &dyn ObjectStore) -> Result<
         }
     }
     .await;
-    let _ = objects.delete(&path).await;
+    objects.remove(&path).await;
     outcome
 }
 
@@ -180,7 +255,7 @@ mod tests {
     async fn a_store_that_honours_the_condition_passes_the_probe() {
         use futures::TryStreamExt;
         let objects = InMemory::new();
-        let probed = probe_create_if_absent(&objects).await;
+        let probed = probe_create_if_absent(&objects, "_probe/x-").await;
         assert!(probed.is_ok(), "{probed:?}");
         let left: Vec<_> = objects.list(None).try_collect().await.expect("list");
         assert!(left.is_empty(), "{left:?}");

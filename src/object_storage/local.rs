@@ -36,6 +36,7 @@ use opendal::*;
 use opendal_service_fs::FsConfig;
 use paimon::io::{FileIO, FileIOBuilder};
 
+use super::create::Created;
 use super::create_only;
 use super::guard::{Guard, Rules};
 
@@ -83,7 +84,9 @@ impl Rules for NoReplace {
 }
 
 /// Gives `from` the name `to` unless a file has it: a hard link, then the
-/// old name removed.
+/// old name removed; the directory is fsynced, so the published name
+/// survives power loss (the one durable create-if-absent on local disk,
+/// [`super::durable::link_new`], which the store's objects use too).
 ///
 /// A full disk (or quota) fails the link, and the publish with it, with the
 /// disk's error: nothing is renamed over anything. On a file system that
@@ -104,13 +107,25 @@ async fn rename_no_replace(
 ) -> Result<()> {
     let (from, to) = (super::absolute(from_key), super::absolute(to_key));
     crate::failpoint::failpoint_in("publish-before-link", to.display()).await;
-    let error = match link(&from, &to).await {
-        Ok(()) => {
+    let linked = {
+        let (from, to) = (from.clone(), to.clone());
+        tokio::task::spawn_blocking(move || super::durable::link_new(&from, &to))
+            .await
+            .map_err(|e| Error::new(ErrorKind::Unexpected, format!("a link task failed: {e}")))?
+    };
+    let error = match linked {
+        Ok(Created::Yes) => {
             // The name is published; a leftover old name is harmless.
             let _ = tokio::fs::remove_file(&from).await;
             return Ok(());
         }
-        Err(e) => e,
+        Ok(Created::AlreadyExists) => return Err(taken(&to)),
+        // Linked, but the directory was not synced.
+        Err((true, e)) => {
+            let _ = tokio::fs::remove_file(&from).await;
+            return Err(not_durable(&to, e));
+        }
+        Err((false, e)) => e,
     };
     match error.kind() {
         std::io::ErrorKind::AlreadyExists => Err(taken(&to)),
@@ -133,16 +148,6 @@ async fn rename_no_replace(
             }
         },
     }
-}
-
-/// Links `from` as `to` (under a test's full disk, [`super::disk_full`],
-/// a new name fails as it would there).
-async fn link(from: &std::path::Path, to: &std::path::Path) -> std::io::Result<()> {
-    #[cfg(any(test, feature = "testing"))]
-    if let Some(full) = super::disk_full::new_name_fails(to) {
-        return Err(full);
-    }
-    tokio::fs::hard_link(from, to).await
 }
 
 /// Whether `error` says the disk (or the user's quota) is full.
@@ -170,6 +175,20 @@ fn not_published(to: &std::path::Path, error: std::io::Error) -> Error {
     .set_source(error)
 }
 
+/// The error of a publish whose name is there but whose directory could
+/// not be fsynced: it may not survive a power loss.
+fn not_durable(to: &std::path::Path, error: std::io::Error) -> Error {
+    Error::new(
+        ErrorKind::Unexpected,
+        format!(
+            "'{}' was published, but its directory could not be synced ({error}): it may not \
+             survive a power loss",
+            to.display()
+        ),
+    )
+    .set_source(error)
+}
+
 /// What [`move_no_replace`] did.
 #[derive(Debug, PartialEq, Eq)]
 enum Moved {
@@ -181,15 +200,26 @@ enum Moved {
 }
 
 /// Renames `from` to `to` unless a file has that name, atomically, where
-/// the system has such a rename; a taken name fails with
-/// `ConditionNotMatch`.
+/// the system has such a rename, and fsyncs the directory; a taken name
+/// fails with `ConditionNotMatch`.
 async fn move_no_replace(from: &std::path::Path, to: &std::path::Path) -> Result<Moved> {
     let (source, target) = (from.to_path_buf(), to.to_path_buf());
-    let renamed = tokio::task::spawn_blocking(move || rename_exclusive(&source, &target))
+    let renamed =
+        tokio::task::spawn_blocking(move || -> std::io::Result<std::io::Result<Moved>> {
+            let moved = rename_exclusive(&source, &target)?;
+            if moved == Moved::Moved {
+                if let Some(dir) = target.parent() {
+                    // Moved: the name is there, whatever the sync says.
+                    return Ok(super::durable::sync_dir(dir).map(|()| moved));
+                }
+            }
+            Ok(Ok(moved))
+        })
         .await
         .map_err(|e| Error::new(ErrorKind::Unexpected, format!("a rename task failed: {e}")))?;
     match renamed {
-        Ok(moved) => Ok(moved),
+        Ok(Ok(moved)) => Ok(moved),
+        Ok(Err(e)) => Err(not_durable(to, e)),
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Err(taken(to)),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(Error::new(
             ErrorKind::NotFound,

@@ -23,10 +23,12 @@ pub(crate) mod create;
 mod ddl;
 #[cfg(any(test, feature = "testing"))]
 pub(crate) mod disk_full;
+pub(crate) mod durable;
 pub(crate) mod forward;
 mod guard;
 pub(crate) mod lease;
 mod local;
+pub(crate) mod lock;
 mod schema_lock;
 
 use std::collections::HashMap;

@@ -9,7 +9,8 @@
 //! orders `DROP` and `RENAME` against the rest. On local disk the lock is a file
 //! lock ([`with_local_schema_lock`]); on S3, the database's lease
 //! ([`with_schema_lease`]), an object created conditionally, as tierers
-//! share a table. Both live under `<warehouse>/_lakestream/schema-lock/`,
+//! share a table: both taken by the storage layer's one lock
+//! ([`super::lock`]). Both live under `<warehouse>/_lakestream/schema-lock/`,
 //! outside the database's directory, which `DROP DATABASE` removes while it
 //! holds the lock.
 //!
@@ -20,13 +21,12 @@
 
 use std::collections::HashMap;
 use std::future::Future;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex, OnceLock};
 
-#[cfg(feature = "s3")]
 use super::create::{CreateFailed, Created, ProbeFailed};
-#[cfg(feature = "s3")]
-use super::lease::{Lease, LeaseObjects};
+use super::lease::LeaseObjects;
+use super::lock::{Across, Dirs, Held, HoldFailed, Mode};
 
 tokio::task_local! {
     /// The locks this task holds, by key.
@@ -105,7 +105,8 @@ fn legacy_lock_path(warehouse: &str, database: &str) -> PathBuf {
 /// of this version are ordered by the first, and a process of an older
 /// version, which locks only the second, waits for (and is waited for by)
 /// every other. Files are locked in that order by everyone, so no two
-/// processes wait for each other.
+/// processes wait for each other. A lock file replaced while a process
+/// waited on it is locked again by its name ([`super::lock`]).
 ///
 /// Within a process, statements wait their turn on a mutex before the file
 /// locks, so waiting ties up no thread.
@@ -126,103 +127,31 @@ pub(super) async fn with_local_schema_lock<T>(
             ),
             source: None,
         };
-        let (path, legacy) = (path.clone(), legacy.clone());
-        tokio::task::spawn_blocking(move || -> std::io::Result<_> {
-            let held = lock(&path, true)?;
-            let legacy = lock(&legacy, false)?;
-            Ok((held, legacy))
-        })
-        .await
-        .map_err(|e| failed(e.to_string()))?
-        .map_err(|e| failed(e.to_string()))
+        let hold = |path: &PathBuf, dirs: Dirs| {
+            Across::<Warehouse>::File {
+                path: path.clone(),
+                mode: Mode::Exclusive,
+                dirs,
+            }
+            .hold()
+        };
+        let held = hold(&path, Dirs::Make { top: None })
+            .await
+            .map_err(|e| failed(hold_failed(e)))?;
+        let legacy = hold(&legacy, Dirs::Existing)
+            .await
+            .map_err(|e| failed(hold_failed(e)))?;
+        Ok::<_, paimon::Error>((held, legacy))
     };
     holding(key, take, work).await
 }
 
-/// How many times [`lock`] locks a lock file that is replaced under it
-/// before it gives up.
-const LOCK_TRIES: usize = 8;
-
-/// The lock file `path` opened and locked exclusively (with its directory
-/// made first when `make_dir`); `None` when its directory does not exist. A
-/// warehouse this process may not write gets the lock through a read-only
-/// open of an existing file (a statement that changes nothing still runs
-/// there), or none.
-///
-/// The lock holds only while `path` still names the locked file: a file
-/// removed while a process waited on it (the whole `_lakestream` directory
-/// removed by hand, or a database's directory, with the legacy file, by
-/// `DROP DATABASE`) is locked again by its name, a few times at most.
-fn lock(path: &Path, make_dir: bool) -> std::io::Result<Option<std::fs::File>> {
-    for _ in 0..LOCK_TRIES {
-        let Some(file) = lock_once(path, make_dir)? else {
-            return Ok(None);
-        };
-        if names(path, &file)? {
-            return Ok(Some(file));
-        }
+/// Why a lock was not taken, in words.
+fn hold_failed(failed: HoldFailed<LeaseFailed>) -> String {
+    match failed {
+        HoldFailed::File(e) => e.to_string(),
+        HoldFailed::Lease(e) => e.to_string(),
     }
-    Err(std::io::Error::other(format!(
-        "the lock file was replaced each of the {LOCK_TRIES} times it was locked"
-    )))
-}
-
-/// Whether `path` names the open file `file`.
-#[cfg(unix)]
-fn names(path: &Path, file: &std::fs::File) -> std::io::Result<bool> {
-    use std::os::unix::fs::MetadataExt;
-    let held = file.metadata()?;
-    match std::fs::metadata(path) {
-        Ok(named) => Ok(named.dev() == held.dev() && named.ino() == held.ino()),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
-        Err(e) => Err(e),
-    }
-}
-
-/// Without Unix's device and inode numbers the check is left out.
-#[cfg(not(unix))]
-fn names(_path: &Path, _file: &std::fs::File) -> std::io::Result<bool> {
-    Ok(true)
-}
-
-fn lock_once(path: &Path, make_dir: bool) -> std::io::Result<Option<std::fs::File>> {
-    if let Some(dir) = path.parent().filter(|_| make_dir) {
-        match std::fs::create_dir_all(dir) {
-            Ok(()) => {}
-            // A warehouse this process may not write: an existing file
-            // is opened read-only below.
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    std::io::ErrorKind::PermissionDenied | std::io::ErrorKind::ReadOnlyFilesystem
-                ) => {}
-            Err(e) => return Err(e),
-        }
-    }
-    let opened = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(path);
-    let file = match opened {
-        Ok(file) => file,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e)
-            if matches!(
-                e.kind(),
-                std::io::ErrorKind::PermissionDenied | std::io::ErrorKind::ReadOnlyFilesystem
-            ) =>
-        {
-            match std::fs::File::open(path) {
-                Ok(file) => file,
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-                Err(e) => return Err(e),
-            }
-        }
-        Err(e) => return Err(e),
-    };
-    file.lock()?;
-    Ok(Some(file))
 }
 
 /// Runs `work` holding database `database`'s schema lease in the S3
@@ -281,18 +210,29 @@ async fn schema_lease(
     warehouse: &str,
     s3: &super::S3Options,
     database: &str,
-) -> Result<Lease<Warehouse>, LeaseFailed> {
+) -> Result<Held<Warehouse>, LeaseFailed> {
     let objects = Warehouse::open(warehouse, s3)?;
     // A server that ignores the condition would hand the lease to all.
     objects.check_create_if_absent().await?;
     let dir =
         object_store::path::Path::from_iter(["_lakestream", "schema-lock", database, "lease"]);
-    let what = format!("the schema lease of database '{database}'");
-    Lease::acquire(objects, dir, SCHEMA_LEASE_TTL, &what).await
+    Across::Lease {
+        objects,
+        dir,
+        ttl: SCHEMA_LEASE_TTL,
+        what: format!("the schema lease of database '{database}'"),
+    }
+    .hold()
+    .await
+    .map_err(|failed| match failed {
+        HoldFailed::Lease(e) => e,
+        // A lease takes no lock file.
+        HoldFailed::File(e) => LeaseFailed::Location(e.to_string()),
+    })
 }
 
 /// Why a schema lease could not be taken.
-#[cfg(feature = "s3")]
+#[cfg_attr(not(feature = "s3"), allow(dead_code))]
 #[derive(Debug, thiserror::Error)]
 enum LeaseFailed {
     /// The warehouse's location cannot be reached.
@@ -309,8 +249,9 @@ enum LeaseFailed {
     WaitedOut(super::lease::WaitedOut),
 }
 
-/// The objects of an S3 warehouse, where its databases' schema leases live.
-#[cfg(feature = "s3")]
+/// The objects of an S3 warehouse, where its databases' schema leases live
+/// (without the `s3` feature, the lock's lease type, never opened).
+#[cfg_attr(not(feature = "s3"), allow(dead_code))]
 #[derive(Debug)]
 struct Warehouse {
     objects: Arc<dyn object_store::ObjectStore>,
@@ -318,7 +259,7 @@ struct Warehouse {
     create_if_absent: tokio::sync::OnceCell<()>,
 }
 
-#[cfg(feature = "s3")]
+#[cfg_attr(not(feature = "s3"), allow(dead_code))]
 impl Warehouse {
     /// The objects of the warehouse at `warehouse`, reached with `s3`: one
     /// per warehouse and options in the process, so the store is probed
@@ -365,19 +306,21 @@ impl Warehouse {
     async fn check_create_if_absent(&self) -> Result<(), LeaseFailed> {
         self.create_if_absent
             .get_or_try_init(|| async {
-                super::create::probe_create_if_absent(self.objects.as_ref())
-                    .await
-                    .map_err(|failed| match failed {
-                        ProbeFailed::Refused(what) => LeaseFailed::NoCreateIfAbsent(what),
-                        ProbeFailed::Failed(e) | ProbeFailed::Read(e) => LeaseFailed::Objects(e),
-                    })
+                super::create::probe_create_if_absent(
+                    self.objects.as_ref(),
+                    "_probe/create-if-absent-",
+                )
+                .await
+                .map_err(|failed| match failed {
+                    ProbeFailed::Refused(what) => LeaseFailed::NoCreateIfAbsent(what),
+                    ProbeFailed::Failed(e) | ProbeFailed::Read(e) => LeaseFailed::Objects(e),
+                })
             })
             .await
             .map(|_| ())
     }
 }
 
-#[cfg(feature = "s3")]
 #[async_trait::async_trait]
 impl LeaseObjects for Warehouse {
     type Error = LeaseFailed;
@@ -433,45 +376,20 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
+    use crate::object_storage::lock::lock_file;
 
-    /// A lock file removed while a process waits on it (the `_lakestream`
-    /// directory removed by hand, or a database's directory, with the lock
-    /// file older versions take, by `DROP DATABASE`): the waiter must lock
-    /// the file the path names when its turn comes, not the removed one,
-    /// which no other process opens again.
-    #[cfg(target_os = "linux")]
-    #[test]
-    fn a_waiter_on_a_lock_file_removed_under_it_locks_the_new_one() {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let locks = dir.path().join("locks");
-        let path = locks.join("d.lock");
-        let holder = lock(&path, true).expect("lock").expect("a lock file");
-        let waiter = {
-            let path = path.clone();
-            std::thread::spawn(move || lock(&path, true).expect("lock").expect("a lock file"))
-        };
-        // The waiter has the file open (two of them: the holder's too).
-        let opened_by_both = || {
-            std::fs::read_dir("/proc/self/fd").map_or(0, |fds| {
-                fds.filter_map(|fd| fd.ok())
-                    .filter(|fd| std::fs::read_link(fd.path()).is_ok_and(|to| to == path))
-                    .count()
-            }) >= 2
-        };
-        while !opened_by_both() {
-            assert!(!waiter.is_finished(), "the waiter did not wait");
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        std::fs::remove_dir_all(&locks).expect("remove");
-        let other = lock(&path, true).expect("lock").expect("a lock file");
-        drop(holder);
-        std::thread::sleep(Duration::from_millis(300));
-        assert!(
-            !waiter.is_finished(),
-            "the waiter took a lock on the removed file while another process holds the new one"
-        );
-        drop(other);
-        drop(waiter.join().expect("waiter"));
+    /// Another process's lock of `path`: the lock file alone, without this
+    /// process's turn, in a thread of its own; whether it got one.
+    fn lock_elsewhere(path: PathBuf, dirs: Dirs) -> std::thread::JoinHandle<bool> {
+        std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .build()
+                .expect("a runtime");
+            runtime.block_on(async {
+                let held = lock_file(&path, Mode::Exclusive, &dirs).await;
+                held.expect("lock").is_some()
+            })
+        })
     }
 
     /// `DROP DATABASE` removes the database's directory while it holds the
@@ -502,7 +420,7 @@ mod tests {
         on_drop.await.expect("dropped");
         // Another process: the file lock alone, without this process's turn.
         let path = schema_lock_path(&warehouse, "d");
-        let other = std::thread::spawn(move || lock(&path, true).expect("lock").is_some());
+        let other = lock_elsewhere(path, Dirs::Make { top: None });
         tokio::time::sleep(Duration::from_millis(300)).await;
         assert!(
             !other.is_finished(),
@@ -525,7 +443,10 @@ mod tests {
         std::fs::create_dir_all(dir.path().join("d.db")).expect("dir");
         let warehouse = dir.path().display().to_string();
         let legacy = legacy_lock_path(&warehouse, "d");
-        let older = lock(&legacy, false).expect("lock").expect("a lock file");
+        let older = lock_file(&legacy, Mode::Exclusive, &Dirs::Existing)
+            .await
+            .expect("lock")
+            .expect("a lock file");
         let ddl = {
             let warehouse = warehouse.clone();
             tokio::spawn(
@@ -551,7 +472,7 @@ mod tests {
             .await
         });
         on_locked.await.expect("locked");
-        let older = std::thread::spawn(move || lock(&legacy, false).expect("lock").is_some());
+        let older = lock_elsewhere(legacy, Dirs::Existing);
         tokio::time::sleep(Duration::from_millis(300)).await;
         assert!(
             !older.is_finished(),

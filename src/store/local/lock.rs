@@ -2,10 +2,12 @@
 //! tierer, attacher or dropper of a table at a time) and the trim lock
 //! (writes shared, deleting segments exclusive).
 //!
-//! These are methods of [`Root`], which knows whether it is local disk:
+//! These are methods of [`Root`], which knows where it is; the storage
+//! layer's lock ([`Across`]) takes them:
 //!
-//! - **Local disk:** an OS file lock (`tier.lock`, `trim.lock` in the
-//!   table's directory), released by the OS when its holder dies.
+//! - **Local disk:** a lock file (`tier.lock`, `trim.lock` in the table's
+//!   directory), released by the system when its holder dies, locked again
+//!   should it be replaced while a process waited on it.
 //! - **S3:** the tiering lock is a lease ([`Lease`], the storage layer's,
 //!   on this root's objects: [`Root`] is its [`LeaseObjects`]), which a
 //!   holder that dies holds until it expires; its commits are fenced besides. There is
@@ -22,32 +24,26 @@ use std::sync::Arc;
 use bytes::Bytes;
 use object_store::path::Path;
 
-use super::disk::create_dirs_durably;
 use super::error::LocalStoreError;
 use super::path;
 use super::root::{PutFailed, Root};
 use crate::error::{Error, Result};
 use crate::object_storage;
 use crate::object_storage::create::Created;
-use crate::object_storage::lease::{Lease, LeaseObjects, WaitedOut};
+#[cfg(doc)]
+use crate::object_storage::lease::Lease;
+use crate::object_storage::lease::{LeaseObjects, WaitedOut};
+use crate::object_storage::lock::{lock_file_then, Across, Dirs, FileLock, Held, HoldFailed, Mode};
 
 /// A table's tiering lock across processes, held until dropped.
-#[derive(Debug)]
-pub(crate) enum TierLock {
-    /// Local disk: an OS file lock.
-    File { _file: std::fs::File },
-    /// S3: a lease held through conditional puts.
-    Lease { _lease: Lease<Root> },
-    /// A root one process uses: its in-process lock is all there is.
-    InProcess,
-}
+pub(crate) type TierLock = Held<Root>;
 
-/// A held lock file and the files read under it (`None`: absent).
-pub(crate) type LockedReads = (std::fs::File, Vec<Option<Bytes>>);
+/// A held trim lock and the files read under it (`None`: absent).
+pub(crate) type LockedReads = (FileLock, Vec<Option<Bytes>>);
 
 impl Root {
     /// Holds the table's tiering lock across processes until dropped. On
-    /// local disk it is an OS file lock, so a holder that crashes releases
+    /// local disk it is a file lock, so a holder that crashes releases
     /// it; on S3 a lease ([`Lease`]), which a holder that crashes holds
     /// until it expires; other roots (`memory://`, registered ones) are used
     /// by one process, and the caller's in-process lock is enough.
@@ -56,26 +52,34 @@ impl Root {
         table_dir: &Path,
         table: &str,
     ) -> Result<TierLock> {
-        if object_storage::is_s3(&self.url) {
-            return Ok(TierLock::Lease {
-                _lease: Lease::acquire(
-                    Arc::clone(self),
-                    path::lease_dir(table_dir),
-                    self.lease_ttl,
-                    &format!("the tiering lease of table '{table}'"),
-                )
-                .await?,
-            });
-        }
-        Ok(
-            match self
-                .lock_file(table_dir, "tier.lock", false, Vec::new())
-                .await?
-            {
-                Some((file, _)) => TierLock::File { _file: file },
-                None => TierLock::InProcess,
-            },
-        )
+        let name = "tier.lock";
+        let across = if object_storage::is_s3(&self.url) {
+            Across::Lease {
+                objects: Arc::clone(self),
+                dir: path::lease_dir(table_dir),
+                ttl: self.lease_ttl,
+                what: format!("the tiering lease of table '{table}'"),
+            }
+        } else {
+            match self.local_file(&table_dir.clone().join(name)) {
+                Some(path) => Across::File {
+                    path,
+                    mode: Mode::Exclusive,
+                    dirs: Dirs::Make {
+                        top: self.local_dir.clone(),
+                    },
+                },
+                None => Across::InProcess,
+            }
+        };
+        across.hold().await.map_err(|failed| match failed {
+            HoldFailed::File(source) => LocalStoreError::Lock {
+                name: name.to_string(),
+                source,
+            }
+            .into(),
+            HoldFailed::Lease(e) => e,
+        })
     }
 
     /// Holds the table's trim lock until dropped: shared by writes between
@@ -87,7 +91,7 @@ impl Root {
         &self,
         table_dir: &Path,
         shared: bool,
-    ) -> Result<Option<std::fs::File>> {
+    ) -> Result<Option<FileLock>> {
         Ok(self
             .lock_file(table_dir, "trim.lock", shared, Vec::new())
             .await?
@@ -123,39 +127,36 @@ impl Root {
         else {
             return Ok(None);
         };
-        let top = self.local_dir.clone();
-        let locked = tokio::task::spawn_blocking(move || {
-            if let Some(parent) = file.parent() {
-                create_dirs_durably(top.as_deref(), parent)?;
-            }
-            let lock = std::fs::OpenOptions::new()
-                .create(true)
-                .truncate(false)
-                .write(true)
-                .open(&file)?;
-            if shared {
-                lock.lock_shared()?;
-            } else {
-                lock.lock()?;
-            }
-            // Read only once the lock is held, and in this thread.
-            let read = files.iter().map(|file| match std::fs::read(file) {
-                Ok(bytes) => Ok(Some(Bytes::from(bytes))),
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-                Err(e) => Err(e),
-            });
-            Ok::<_, std::io::Error>((lock, read.collect::<Vec<_>>()))
-        })
-        .await
-        .map_err(|source| LocalStoreError::Blocking {
-            what: format!("locking '{name}'"),
-            source,
-        })?
-        .map_err(|source| LocalStoreError::Lock {
-            name: name.to_string(),
-            source,
-        })?;
-        let (lock, read) = locked;
+        let mode = if shared {
+            Mode::Shared
+        } else {
+            Mode::Exclusive
+        };
+        let dirs = Dirs::Make {
+            top: self.local_dir.clone(),
+        };
+        // Read only once the lock is held, and in its thread.
+        let read = move || {
+            Ok(files
+                .iter()
+                .map(|file| match std::fs::read(file) {
+                    Ok(bytes) => Ok(Some(Bytes::from(bytes))),
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+                    Err(e) => Err(e),
+                })
+                .collect::<Vec<_>>())
+        };
+        let locked = lock_file_then(&file, mode, &dirs, read)
+            .await
+            .map_err(|source| LocalStoreError::Lock {
+                name: name.to_string(),
+                source,
+            })?;
+        // No lock file and none can be made (a root this process may not
+        // write): nothing here can change, and nothing is held.
+        let Some((lock, read)) = locked else {
+            return Ok(None);
+        };
         let read = read
             .into_iter()
             .zip(paths)
@@ -207,7 +208,7 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::object_storage::lease::holders;
+    use crate::object_storage::lease::{holders, Lease};
     use crate::object_storage::S3Options;
     use crate::testing::faulty::{Fault, Faults, FaultyStore, Op, Rule};
 
@@ -247,6 +248,59 @@ mod tests {
         );
         drop(lock);
         assert!(exclusive.try_lock().is_ok());
+    }
+
+    /// A tiering lock file removed while a tierer waits on it (the table's
+    /// directory removed by hand): the waiter must lock the file the name
+    /// names when its turn comes, not the removed one, which another
+    /// process that opens the name no longer sees. The store's lock did
+    /// not check this before it was the storage layer's.
+    #[cfg(target_os = "linux")]
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn a_tierer_waiting_on_a_removed_lock_file_locks_the_new_one() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let root = Root::open(
+            &dir.path().display().to_string(),
+            &S3Options::default(),
+            Duration::from_secs(60),
+        )
+        .expect("a local root");
+        let table = Path::from("db/t");
+        let holder = root.lock_tiering(&table, "db.t").await.expect("the lock");
+        let waiter = {
+            let (root, table) = (Arc::clone(&root), table.clone());
+            tokio::spawn(async move { root.lock_tiering(&table, "db.t").await.expect("the lock") })
+        };
+        let file = dir.path().join("db/t/tier.lock");
+        let opened_twice = || {
+            std::fs::read_dir("/proc/self/fd").map_or(0, |fds| {
+                fds.filter_map(|fd| fd.ok())
+                    .filter(|fd| std::fs::read_link(fd.path()).is_ok_and(|to| to == file))
+                    .count()
+            }) >= 2
+        };
+        while !opened_twice() {
+            assert!(!waiter.is_finished(), "the waiter did not wait");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        std::fs::remove_dir_all(dir.path().join("db")).expect("remove");
+        // Another process: the lock file alone, made again by its name.
+        std::fs::create_dir_all(dir.path().join("db/t")).expect("dir");
+        let other = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&file)
+            .expect("the lock file");
+        other.lock().expect("locked");
+        drop(holder);
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert!(
+            !waiter.is_finished(),
+            "the waiter took the removed lock file while another process holds the new one"
+        );
+        drop(other);
+        drop(waiter.await.expect("the waiter"));
     }
 
     /// A renewal that reaches the store after the lease ran out, was taken

@@ -36,7 +36,6 @@
 //! stays readable, default `10min`) and `segment-size` (the size at which a
 //! write rolls into parts, default `32mb`).
 
-mod disk;
 mod error;
 mod leftovers;
 mod lock;

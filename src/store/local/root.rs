@@ -23,11 +23,13 @@ use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutPayload, UpdateVersion};
 use url::Url;
 
-use super::disk::{create_dirs_durably, durable_create, durable_replace, remove_temporaries};
 use super::error::LocalStoreError;
 use super::LOCAL;
 use crate::error::{Error, Result};
 use crate::object_storage::create::{CreateFailed, Created, ProbeFailed};
+use crate::object_storage::durable::{
+    create_dirs_durably, durable_create, durable_replace, remove_temporaries,
+};
 use crate::object_storage::{self, S3Options};
 
 /// A store root shared by everything in the process that names it.
@@ -231,22 +233,25 @@ impl Root {
     }
 
     async fn probe_create_if_absent(&self) -> Result<()> {
-        object_storage::create::probe_create_if_absent(self.objects.as_ref())
-            .await
-            .map_err(|failed| {
-                match failed {
-                    ProbeFailed::Refused(what) => LocalStoreError::NoCreateIfAbsent {
-                        root: self.display(),
-                        what,
-                    },
-                    ProbeFailed::Failed(source) => LocalStoreError::Probe {
-                        root: self.display(),
-                        source,
-                    },
-                    ProbeFailed::Read(e) => LocalStoreError::from(e),
-                }
-                .into()
-            })
+        object_storage::create::probe_create_if_absent(
+            self.objects.as_ref(),
+            "_probe/create-if-absent-",
+        )
+        .await
+        .map_err(|failed| {
+            match failed {
+                ProbeFailed::Refused(what) => LocalStoreError::NoCreateIfAbsent {
+                    root: self.display(),
+                    what,
+                },
+                ProbeFailed::Failed(source) => LocalStoreError::Probe {
+                    root: self.display(),
+                    source,
+                },
+                ProbeFailed::Read(e) => LocalStoreError::from(e),
+            }
+            .into()
+        })
     }
 
     /// Checks, once per process, that the object store honours a

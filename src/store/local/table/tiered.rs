@@ -81,7 +81,11 @@ impl TableState {
     pub(super) async fn locked_and_tiered(
         &self,
         table: &Table,
-    ) -> Result<(Option<std::fs::File>, Arc<Incarnation>, u64)> {
+    ) -> Result<(
+        Option<crate::object_storage::lock::FileLock>,
+        Arc<Incarnation>,
+        u64,
+    )> {
         let guess = self.incarnations.guess();
         if let Some(guess) = guess.filter(|_| self.root.local_dir.is_some()) {
             let meta = path::table_meta(&self.dir);

@@ -1,5 +1,9 @@
-//! Durable files on local disk: how the store's objects reach their names
-//! whole and survive power loss there.
+//! Durable files on local disk: how a file reaches its name whole and
+//! survives power loss there. The one durable create-if-absent
+//! ([`link_new`], [`durable_create`]) and replace ([`durable_replace`]) on
+//! local disk: a store root's objects, paimon's snapshot and schema files
+//! (`super::local`) and lock files' directories ([`super::lock`]) are made
+//! with them.
 //!
 //! Invariants it keeps:
 //!
@@ -8,7 +12,9 @@
 //!   fails when the name is taken) or renamed (replace) to its name.
 //! - **Durable before acknowledged.** The directory is fsynced after the
 //!   link or rename, and every directory created on the way is fsynced into
-//!   its parent.
+//!   its parent. A create whose link landed but whose directory could not
+//!   be fsynced says so (its error's `true`): the name is there, but may
+//!   not survive a power loss.
 //! - A temporary file left by a write that died is removed only once old
 //!   ([`remove_temporaries`]); removing one a live write holds fails that
 //!   write before anything of it is published.
@@ -16,12 +22,12 @@
 use std::path::PathBuf;
 use std::sync::{Mutex, OnceLock};
 
-use crate::object_storage::create::Created;
+use super::create::Created;
 
 /// Creates the directories up to `dir` that are missing, fsyncing each new
-/// one into its parent, so their entries survive power loss. `top` (the
-/// store's root) is where the walk stops.
-pub(super) fn create_dirs_durably(
+/// one into its parent, so their entries survive power loss. `top` (a
+/// store's root, a warehouse) is where the walk stops.
+pub(crate) fn create_dirs_durably(
     top: Option<&std::path::Path>,
     dir: &std::path::Path,
 ) -> std::io::Result<()> {
@@ -60,7 +66,14 @@ pub(super) fn create_dirs_durably(
     Ok(())
 }
 
-fn sync_dir(dir: &std::path::Path) -> std::io::Result<()> {
+/// Fsyncs a directory, so the names made in it survive power loss (`""`,
+/// the parent of a relative path's first part, is the current directory).
+pub(crate) fn sync_dir(dir: &std::path::Path) -> std::io::Result<()> {
+    let dir = if dir.as_os_str().is_empty() {
+        std::path::Path::new(".")
+    } else {
+        dir
+    };
     std::fs::File::open(dir)?.sync_all()
 }
 
@@ -100,7 +113,7 @@ fn is_temporary(file_name: &str) -> bool {
 /// of it is published (its link or rename finds no file), never a write
 /// that was acknowledged, so the age is a courtesy to writes that are slow,
 /// not what keeps data safe.
-pub(super) fn remove_temporaries(
+pub(crate) fn remove_temporaries(
     dir: &std::path::Path,
     before: std::time::SystemTime,
 ) -> std::io::Result<(u64, u64)> {
@@ -163,32 +176,54 @@ fn write_temp(
     Ok(temp)
 }
 
-/// Create-if-absent on local disk. An error says whether the object may
-/// have landed under its name (`true`) or surely did not.
-pub(super) fn durable_create(
+/// Create-if-absent on local disk: `bytes` written aside, fsynced, and
+/// given the name `file` by [`link_new`]. An error says whether the object
+/// may have landed under its name (`true`) or surely did not.
+pub(crate) fn durable_create(
     top: Option<&std::path::Path>,
     file: &std::path::Path,
     bytes: &[u8],
 ) -> Result<Created, (bool, std::io::Error)> {
     let temp = write_temp(top, file, bytes).map_err(|e| (false, e))?;
     crate::failpoint::failpoint("put-before-link");
-    // A hard link fails when the name is taken: create-if-absent.
-    let linked = std::fs::hard_link(&temp, file);
+    let linked = link_new(&temp, file);
     let _ = std::fs::remove_file(&temp);
-    match linked {
+    linked
+}
+
+/// Gives the written and fsynced file `from` the name `to` too, unless a
+/// file has that name (a hard link fails then: create-if-absent), and
+/// fsyncs the directory, so the name survives power loss. `from` is left
+/// for the caller to remove. An error says whether the name may be there
+/// (`true`: linked, its directory not synced) or surely is not; a file
+/// system that cannot link fails with its own error (`Unsupported`,
+/// `PermissionDenied`, ...), which a caller may answer another way.
+pub(crate) fn link_new(
+    from: &std::path::Path,
+    to: &std::path::Path,
+) -> Result<Created, (bool, std::io::Error)> {
+    // Under a test's full disk (`super::disk_full`) a new name fails as it
+    // would there.
+    #[cfg(any(test, feature = "testing"))]
+    if let Some(full) = super::disk_full::new_name_fails(to) {
+        return Err((false, full));
+    }
+    match std::fs::hard_link(from, to) {
         Ok(()) => {}
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
             return Ok(Created::AlreadyExists)
         }
         Err(e) => return Err((false, e)),
     }
-    if let Some(dir) = file.parent() {
+    if let Some(dir) = to.parent() {
         sync_dir(dir).map_err(|e| (true, e))?;
     }
     Ok(Created::Yes)
 }
 
-pub(super) fn durable_replace(
+/// Replaces `file` with `bytes` on local disk: written aside, fsynced,
+/// renamed onto the name, and the directory fsynced.
+pub(crate) fn durable_replace(
     top: Option<&std::path::Path>,
     file: &std::path::Path,
     bytes: &[u8],
