@@ -2,8 +2,8 @@
 //! survives power loss there. The one durable create-if-absent
 //! ([`link_new`], [`durable_create`]) and replace ([`durable_replace`]) on
 //! local disk: a store root's objects, paimon's snapshot and schema files
-//! (`super::local`) and lock files' directories ([`super::lock`]) are made
-//! with them.
+//! (`super::local`) are made with them. A lock file's directories need
+//! their names only while their holder lives ([`create_dirs`]).
 //!
 //! Invariants it keeps:
 //!
@@ -44,18 +44,7 @@ pub(crate) fn create_dirs_durably(
     {
         return Ok(());
     }
-    if !dir.is_dir() {
-        if let Some(parent) = dir.parent() {
-            if top.is_none_or(|top| parent.starts_with(top)) {
-                create_dirs_durably(top, parent)?;
-            }
-        }
-        match std::fs::create_dir(dir) {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-            Err(e) => return Err(e),
-        }
-    }
+    make_dir(top, dir, create_dirs_durably)?;
     if let Some(parent) = dir.parent() {
         sync_dir(parent)?;
     }
@@ -66,6 +55,39 @@ pub(crate) fn create_dirs_durably(
     Ok(())
 }
 
+/// Creates the directories up to `dir` that are missing, as
+/// [`create_dirs_durably`] does but with no fsync, nor any open of a
+/// directory: for what needs the name only while its process lives (a
+/// lock file), in places whose parents this process may not read.
+pub(crate) fn create_dirs(
+    top: Option<&std::path::Path>,
+    dir: &std::path::Path,
+) -> std::io::Result<()> {
+    make_dir(top, dir, create_dirs)
+}
+
+/// Makes `dir` when missing, its missing parents below `top` first (with
+/// `parents`).
+fn make_dir(
+    top: Option<&std::path::Path>,
+    dir: &std::path::Path,
+    parents: fn(Option<&std::path::Path>, &std::path::Path) -> std::io::Result<()>,
+) -> std::io::Result<()> {
+    if dir.is_dir() {
+        return Ok(());
+    }
+    if let Some(parent) = dir.parent() {
+        if top.is_none_or(|top| parent.starts_with(top)) {
+            parents(top, parent)?;
+        }
+    }
+    match std::fs::create_dir(dir) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
 /// Fsyncs a directory, so the names made in it survive power loss (`""`,
 /// the parent of a relative path's first part, is the current directory).
 pub(crate) fn sync_dir(dir: &std::path::Path) -> std::io::Result<()> {
@@ -74,6 +96,15 @@ pub(crate) fn sync_dir(dir: &std::path::Path) -> std::io::Result<()> {
     } else {
         dir
     };
+    #[cfg(test)]
+    if tests::UNOPENABLE
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .iter()
+        .any(|unopenable| unopenable == dir)
+    {
+        return Err(std::io::ErrorKind::PermissionDenied.into());
+    }
     std::fs::File::open(dir)?.sync_all()
 }
 
@@ -237,4 +268,13 @@ pub(crate) fn durable_replace(
         sync_dir(dir)?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    /// Directories [`sync_dir`] cannot open, as a directory this process
+    /// may not read (tests run as root, whom permissions do not stop).
+    pub(crate) static UNOPENABLE: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
 }

@@ -18,9 +18,11 @@
 //!   database's directory by `DROP DATABASE`) keeps out no one who opens
 //!   the name afterwards, so the lock is taken again by the name, at most
 //!   [`RELOCK`]'s tries.
-//! - **Its directories survive power loss.** The directories made for a
-//!   lock file are fsynced into their parents
-//!   ([`super::durable::create_dirs_durably`]).
+//! - **Its directories are made, never read.** A lock lives as long as
+//!   its holder's process, which a power loss ends too, so the directories
+//!   made for a lock file are not fsynced ([`super::durable::create_dirs`]),
+//!   and no directory above is opened: a warehouse whose parent this
+//!   process may not read still locks.
 //! - **Read-only locations still lock.** A location this process may not
 //!   write takes the lock through a read-only open of an existing lock file
 //!   (a statement that changes nothing still runs there). With no lock file
@@ -32,7 +34,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::durable::create_dirs_durably;
+use super::durable::create_dirs;
 use super::lease::{Lease, LeaseObjects};
 use crate::retry::{Retry, Try};
 
@@ -48,7 +50,7 @@ pub(crate) enum Mode {
 /// Where a lock file's directory comes from.
 #[derive(Debug, Clone)]
 pub(crate) enum Dirs {
-    /// Made (durably) when missing, up to `top` (a store's root, a
+    /// Made when missing, up to `top` (a store's root, a
     /// warehouse; `None`: as far up as needed).
     Make { top: Option<PathBuf> },
     /// Never made: a lock file whose directory is missing is not taken.
@@ -214,7 +216,7 @@ fn read_only(e: &std::io::Error) -> bool {
 /// can be made.
 fn lock_once(path: &Path, mode: Mode, dirs: &Dirs) -> std::io::Result<Option<std::fs::File>> {
     if let (Dirs::Make { top }, Some(dir)) = (dirs, path.parent()) {
-        match create_dirs_durably(top.as_deref(), dir) {
+        match create_dirs(top.as_deref(), dir) {
             Ok(()) => {}
             // A location this process may not write: an existing file is
             // opened read-only below.
@@ -255,6 +257,28 @@ impl FileLock {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A lock file's directories are made without opening any directory
+    /// above them: a warehouse whose parent this process may not read
+    /// (`0711`) still takes its lock. When they were fsynced into their
+    /// parents, the parent's open failed, which the lock took for a
+    /// read-only place, and the lock was skipped.
+    #[tokio::test]
+    async fn a_lock_under_a_parent_that_cannot_be_read_is_taken() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let warehouse = dir.path().join("wh");
+        std::fs::create_dir(&warehouse).expect("the warehouse");
+        super::super::durable::tests::UNOPENABLE
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(dir.path().to_path_buf());
+        let path = warehouse.join("_lakestream/schema-lock/d.lock");
+        let held = lock_file(&path, Mode::Exclusive, &make()).await;
+        assert!(
+            matches!(held, Ok(Some(_))),
+            "the lock was not taken: {held:?}"
+        );
+    }
 
     fn make() -> Dirs {
         Dirs::Make { top: None }
