@@ -90,6 +90,10 @@ fn make_dir(
 
 /// Fsyncs a directory, so the names made in it survive power loss (`""`,
 /// the parent of a relative path's first part, is the current directory).
+/// A file system that cannot fsync a directory at all (`EINVAL`: some FUSE
+/// and SMB mounts) is taken as it is, as PostgreSQL takes it: the name is
+/// as durable as that file system makes it, and refusing every publish
+/// there would make a warehouse on it unusable.
 pub(crate) fn sync_dir(dir: &std::path::Path) -> std::io::Result<()> {
     let dir = if dir.as_os_str().is_empty() {
         std::path::Path::new(".")
@@ -97,15 +101,28 @@ pub(crate) fn sync_dir(dir: &std::path::Path) -> std::io::Result<()> {
         dir
     };
     #[cfg(test)]
-    if tests::UNOPENABLE
+    let fails = tests::SYNC_FAILS
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .iter()
-        .any(|unopenable| unopenable == dir)
-    {
+        .find(|(failing, _)| failing == dir)
+        .map(|(_, kind)| *kind);
+    #[cfg(test)]
+    if fails == Some(std::io::ErrorKind::PermissionDenied) {
         return Err(std::io::ErrorKind::PermissionDenied.into());
     }
-    std::fs::File::open(dir)?.sync_all()
+    let opened = std::fs::File::open(dir)?;
+    #[cfg(test)]
+    let synced = match fails {
+        Some(kind) => Err(kind.into()),
+        None => opened.sync_all(),
+    };
+    #[cfg(not(test))]
+    let synced = opened.sync_all();
+    match synced {
+        Err(e) if e.kind() == std::io::ErrorKind::InvalidInput => Ok(()),
+        other => other,
+    }
 }
 
 /// A fresh name for the temporary file a write of the file `name` goes
@@ -274,7 +291,35 @@ pub(crate) fn durable_replace(
 pub(crate) mod tests {
     use super::*;
 
-    /// Directories [`sync_dir`] cannot open, as a directory this process
-    /// may not read (tests run as root, whom permissions do not stop).
-    pub(crate) static UNOPENABLE: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+    /// Directories [`sync_dir`] fails on, and how: `PermissionDenied`
+    /// at the open (a directory this process may not read; tests run as
+    /// root, whom permissions do not stop), any other at the fsync.
+    pub(crate) static SYNC_FAILS: Mutex<Vec<(PathBuf, std::io::ErrorKind)>> =
+        Mutex::new(Vec::new());
+
+    /// A file system that cannot fsync a directory (`EINVAL`) publishes;
+    /// one whose fsync fails otherwise reports the name as published but
+    /// not durable.
+    #[test]
+    fn a_directory_fsync_the_file_system_cannot_do_still_publishes() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let (einval, eio) = (dir.path().join("einval"), dir.path().join("eio"));
+        for (sub, kind) in [
+            (&einval, std::io::ErrorKind::InvalidInput),
+            (&eio, std::io::ErrorKind::Other),
+        ] {
+            std::fs::create_dir(sub).expect("a directory");
+            SYNC_FAILS
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push((sub.clone(), kind));
+        }
+        let from = dir.path().join("from");
+        std::fs::write(&from, b"x").expect("a file");
+        assert!(matches!(
+            link_new(&from, &einval.join("f")),
+            Ok(Created::Yes)
+        ));
+        assert!(matches!(link_new(&from, &eio.join("f")), Err((true, _))));
+    }
 }

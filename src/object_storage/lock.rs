@@ -268,10 +268,13 @@ mod tests {
         let dir = tempfile::tempdir().expect("a temporary directory");
         let warehouse = dir.path().join("wh");
         std::fs::create_dir(&warehouse).expect("the warehouse");
-        super::super::durable::tests::UNOPENABLE
+        super::super::durable::tests::SYNC_FAILS
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .push(dir.path().to_path_buf());
+            .push((
+                dir.path().to_path_buf(),
+                std::io::ErrorKind::PermissionDenied,
+            ));
         let path = warehouse.join("_lakestream/schema-lock/d.lock");
         let held = lock_file(&path, Mode::Exclusive, &make()).await;
         assert!(
