@@ -22,7 +22,7 @@
 //! Before the first such write to a bucket, the process checks that the
 //! server honours the condition (a probe object written twice, beside the
 //! table); a server that ignores it gets every commit refused, never made
-//! unsafely.
+//! unsafely, and so does a write whose probe got no answer.
 //!
 //! A commit that must land on exactly the snapshot it was planned against
 //! (tiering: the range it commits was read from that snapshot) is made
@@ -142,6 +142,9 @@ struct Probe {
     checked: tokio::sync::OnceCell<()>,
     /// The server replaced an object a conditional write should have left.
     ignores_condition: AtomicBool,
+    /// Why the last probe got no answer, while none has: create-only
+    /// writes are refused until one does.
+    unanswered: Mutex<Option<String>>,
 }
 
 /// The probe of `bucket` at the endpoint of `s3`, shared by every file IO
@@ -161,9 +164,10 @@ impl Probe {
     /// with) with the one probe ([`super::create::probe`]):
     /// an object beside `key` created twice, the second time to be refused
     /// as existing, the first's bytes to stay. A server that fails it
-    /// ignores the condition. Errors (no write permission: the commit would
-    /// fail anyway) leave the answer open, and the next create-only write
-    /// asks again; an answer is asked once.
+    /// ignores the condition. Errors (a request that timed out, no write
+    /// permission: the commit would fail anyway) leave the answer open: the
+    /// create-only write that asked is refused (see [`Self::refuses`]), and
+    /// the next one asks again; an answer is asked once.
     async fn check(&self, operator: &Operator, key: &str) {
         let _ = self
             .checked
@@ -175,16 +179,45 @@ impl Probe {
                 } else {
                     format!("{table}/.lakestream-probe-")
                 };
-                match probe(&Operated(operator), &prefix).await {
+                let answer = match probe(&Operated(operator), &prefix).await {
                     Ok(()) => Ok(()),
                     Err(ProbeFailed::Refused(_)) => {
                         self.ignores_condition.store(true, Ordering::SeqCst);
                         Ok(())
                     }
-                    Err(ProbeFailed::Failed(_) | ProbeFailed::Read(_)) => Err(()),
-                }
+                    Err(ProbeFailed::Failed(e) | ProbeFailed::Read(e)) => Err(e.to_string()),
+                };
+                let mut unanswered = self.unanswered.lock().unwrap_or_else(|e| e.into_inner());
+                *unanswered = answer.as_ref().err().cloned();
+                answer
             })
             .await;
+    }
+
+    /// Why a create-only write of `path` is refused: the server ignores
+    /// conditional writes, or its probe got no answer (it could, so the
+    /// write would not be known to be made safely).
+    fn refuses(&self, path: &str) -> Option<Error> {
+        if self.ignores_condition.load(Ordering::SeqCst) {
+            return Some(Error::new(ErrorKind::Unsupported, refused_write(path)));
+        }
+        if self.checked.initialized() {
+            return None;
+        }
+        let unanswered = self.unanswered.lock().unwrap_or_else(|e| e.into_inner());
+        let why = unanswered.as_deref().unwrap_or("it was not asked");
+        Some(
+            Error::new(
+                ErrorKind::Unexpected,
+                format!(
+                    "'{path}' was not written: cannot tell whether the S3 server honours \
+                     conditional writes ('If-None-Match: *' on PutObject), which keeps it from \
+                     replacing another process's file; the probe that asks it got no answer \
+                     ({why}). The next such write asks again"
+                ),
+            )
+            .set_temporary(),
+        )
     }
 }
 
@@ -224,8 +257,10 @@ impl Conditional for Operated<'_> {
 
 impl Rules for CreateOnce {
     fn check_write(&self, path: &str) -> Result<()> {
-        if create_only(path) && self.probe.ignores_condition.load(Ordering::SeqCst) {
-            return Err(Error::new(ErrorKind::Unsupported, refused_write(path)));
+        if create_only(path) {
+            if let Some(refused) = self.probe.refuses(path) {
+                return Err(refused);
+            }
         }
         if let (Some(fence), Some((table, id))) = (&self.fence, snapshot_file(path)) {
             if table == fence.table && id != fence.next {
@@ -453,8 +488,9 @@ mod tests {
         }
     }
 
-    /// Only a refusal as existing counts as honouring the condition, and a
-    /// probe that failed is asked again: a server that ignores the
+    /// Only a refusal as existing counts as honouring the condition, a
+    /// probe that got no answer lets no create-only write through, and it
+    /// is asked again: a server that ignores the
     /// condition, whose second probe write timed out, is found out at the
     /// next commit. (This probe used to take any error of the second write
     /// for a refusal, and to ask once whatever happened: such a server
@@ -472,6 +508,25 @@ mod tests {
             })));
         probe.check(&dishonest, snapshot).await;
         assert!(!probe.ignores_condition.load(Ordering::SeqCst));
+        // Unanswered, the probe lets no create-only write through: this
+        // server would let the second of two commits replace the first.
+        for _ in 0..2 {
+            let refused = dishonest
+                .write(snapshot, b"one".to_vec())
+                .await
+                .expect_err("a commit while the probe is unanswered");
+            let message = refused.to_string();
+            assert!(message.contains("got no answer"), "{message}");
+            assert!(message.contains("timed out"), "{message}");
+        }
+        let nothing = dishonest.read(snapshot).await;
+        assert_eq!(
+            nothing
+                .map(|b| b.to_vec())
+                .expect_err("nothing written")
+                .kind(),
+            ErrorKind::NotFound
+        );
         probe.check(&dishonest, snapshot).await;
         assert!(
             probe.ignores_condition.load(Ordering::SeqCst),
@@ -489,8 +544,9 @@ mod tests {
                 table: "w/db.db/t/".to_string(),
                 next: 3,
             }),
-            probe,
+            probe: Arc::clone(&probe),
         })));
+        probe.check(&fenced, "w/db.db/t/snapshot/snapshot-3").await;
         let error = fenced
             .write("w/db.db/t/snapshot/snapshot-4", b"x".to_vec())
             .await

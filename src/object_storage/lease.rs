@@ -13,10 +13,11 @@
 //! already expired; a holder that died is waited out until its lease
 //! expires. Each generation carries its own expiry, so processes with other
 //! lease lengths wait for each other correctly. A live holder renews its
-//! lease for as long as it works, so a waiter's wait is bounded (a
-//! [`Retry`] within twice its TTL, or the TTL plus what the lease it found
-//! had left, if longer): past that it gives up with an error naming the
-//! lease and its holder ([`WaitedOut`]), having changed nothing.
+//! lease for as long as it works, so a waiter's wait is bounded
+//! ([`Patience`]: twice its TTL, or what each holder it saw had left when
+//! first seen, plus its TTL, if longer): past that it gives up with an
+//! error naming the lease and its holder ([`WaitedOut`]), having taken
+//! nothing.
 //!
 //! Generations only grow: the newest is never deleted (a release leaves an
 //! expired one), so a number is never handed to two holders in turn. Older
@@ -123,7 +124,7 @@ impl<O: LeaseObjects> Lease<O> {
     ///
     /// A holder that died is waited out: its lease expires within its TTL.
     /// A live holder renews its lease for as long as it works, so the wait
-    /// is bounded ([`patience`]): past it, the wait ends with
+    /// is bounded ([`Patience`]): past it, the wait ends with
     /// [`LeaseObjects::waited_out`]'s error, naming `what` and its holder.
     pub(crate) async fn acquire(
         objects: Arc<O>,
@@ -133,31 +134,33 @@ impl<O: LeaseObjects> Lease<O> {
     ) -> Result<Self, O::Error> {
         let root: &O = &objects;
         let holder = uuid::Uuid::new_v4().to_string();
-        let first = look(root, &dir).await?;
-        let patience = patience(ttl, &first);
-        let mut first = Some(first);
+        let patience = std::sync::Mutex::new(Patience::new(ttl));
         let taken = Retry::growing(u32::MAX, POLL, POLL)
-            .within(patience)
+            .within(Patience::longest(ttl))
             .run_to_end(|| {
-                let seen = first.take();
-                let (dir, holder) = (&dir, &holder);
+                let (dir, holder, patience) = (&dir, &holder, &patience);
                 async move {
-                    let seen = match seen {
-                        Some(seen) => seen,
-                        None => look(root, dir).await?,
-                    };
-                    take(root, dir, holder, ttl, seen).await
+                    let seen = look(root, dir).await?;
+                    let over = patience
+                        .lock()
+                        .map_or(true, |mut patience| patience.saw(&seen));
+                    Ok(match take(root, dir, holder, ttl, seen).await? {
+                        Try::Done(taken) => Try::Done(Ok(taken)),
+                        Try::Again(held_by) if over => Try::Done(Err(held_by)),
+                        Try::Again(held_by) => Try::Again(held_by),
+                    })
                 }
             })
             .await?;
+        let waited = patience.lock().map_or(Duration::ZERO, |p| p.waited());
         let (next, path, generations) = match taken {
-            Ok(taken) => taken,
-            Err(held_by) => {
+            Ok(Ok(taken)) => taken,
+            Ok(Err(held_by)) | Err(held_by) => {
                 return Err(root.waited_out(WaitedOut {
                     what: what.to_string(),
                     dir,
                     held_by,
-                    patience,
+                    patience: waited,
                     ttl,
                 }))
             }
@@ -265,20 +268,58 @@ async fn take<O: LeaseObjects>(
     }
 }
 
-/// How long a waiter with leases of `ttl` waits for the lease it `first`
-/// saw: the longer of `ttl` and what that lease had left (a holder with a
-/// longer lease that died is waited out too), and `ttl` again as a margin
-/// for clocks that disagree and requests that are slow. A holder that died
-/// cannot renew, so only a live one keeps a waiter this long.
-fn patience(ttl: Duration, first: &Look) -> Duration {
-    let left = match first {
-        Look::Held { left, .. } => (*left).min(LONGEST_LEFT),
-        Look::Free { .. } | Look::Moved => Duration::ZERO,
-    };
-    ttl.max(left).saturating_add(ttl)
+/// How long a waiter with leases of `ttl` waits. Each holder it sees is
+/// given the time its lease had left when first seen (a holder with a
+/// longer lease that died, or that took the lease while this one waited,
+/// is waited out too), and `ttl` again as a margin for clocks that
+/// disagree and requests that are slow; at least `ttl` and the margin in
+/// all. A holder that died cannot renew, so only a live one, or live ones
+/// taking the lease in turn, keep a waiter past its patience.
+struct Patience {
+    ttl: Duration,
+    started: std::time::Instant,
+    /// Until when the waiter waits, as far as it has seen.
+    until: std::time::Instant,
+    /// The holders seen, each given its time once.
+    seen: std::collections::HashSet<String>,
 }
 
-/// The most a lease's expiry counts for in [`patience`]: one that claims
+impl Patience {
+    fn new(ttl: Duration) -> Self {
+        let started = std::time::Instant::now();
+        Self {
+            ttl,
+            started,
+            until: started + ttl.saturating_add(ttl),
+            seen: Default::default(),
+        }
+    }
+
+    /// The longest any wait lasts, whoever is seen: one [`LONGEST_LEFT`]
+    /// and the waiter's own patience.
+    fn longest(ttl: Duration) -> Duration {
+        LONGEST_LEFT.saturating_add(ttl).saturating_add(ttl)
+    }
+
+    /// After a look that found `seen`: whether the waiter has waited long
+    /// enough, having given a holder it had not seen before its time.
+    fn saw(&mut self, seen: &Look) -> bool {
+        let now = std::time::Instant::now();
+        if let Look::Held { holder, left } = seen {
+            if self.seen.insert(holder.clone()) {
+                let deadline = now + (*left).min(LONGEST_LEFT).saturating_add(self.ttl);
+                self.until = self.until.max(deadline);
+            }
+        }
+        now >= self.until
+    }
+
+    fn waited(&self) -> Duration {
+        self.started.elapsed()
+    }
+}
+
+/// The most a lease's expiry counts for in [`Patience`]: one that claims
 /// more (written by a clock far ahead, or damaged) is waited for no longer.
 const LONGEST_LEFT: Duration = Duration::from_secs(3600);
 
@@ -287,9 +328,10 @@ const LONGEST_LEFT: Duration = Duration::from_secs(3600);
 /// a long DDL).
 #[derive(Debug, thiserror::Error)]
 #[error(
-    "gave up waiting for {what} (objects '{dir}') after {patience:?}: {}. A lease whose holder \
-     died expires within its TTL ({ttl:?}) and is taken then; this one is renewed, so its \
-     holder is alive and still working. Nothing was changed: try again once it is done",
+    "gave up waiting for {what} (objects '{dir}') after {patience:.1?}: {}. A lease whose \
+     holder died expires within its TTL (this process's is {ttl:?}) and is taken then; this \
+     one is renewed, so its holder is alive and still working. Nothing was done under this lease: try again once it \
+     is done",
     match held_by {
         Some(holder) => format!("process {holder} holds it"),
         None => "other processes took it first".to_string(),
@@ -302,7 +344,7 @@ pub(crate) struct WaitedOut {
     pub(crate) dir: Path,
     /// Who held it at the last look, if known.
     pub(crate) held_by: HeldBy,
-    /// How long the waiter waited.
+    /// How long the waiter waited ([`Patience`]).
     pub(crate) patience: Duration,
     /// The waiter's lease length.
     pub(crate) ttl: Duration,
@@ -576,6 +618,45 @@ mod tests {
         let taken = tokio::time::timeout(ENDLESS, waiter)
             .await
             .expect("the waiter never ended")
+            .expect("the dead holder's lease, once expired");
+        let there = holders(&*objects, &dir).await.expect("holders");
+        assert_eq!(
+            there.last().map(|(_, h)| h.as_str()),
+            Some(taken.holder()),
+            "{there:?}"
+        );
+    }
+
+    /// A holder seen only after the wait began, with a lease longer than
+    /// the waiter's (a process with a longer `local.lease-ttl` that took
+    /// it meanwhile and died), is waited out too: the waiter does not give
+    /// up at the patience its first look gave it, saying a dead holder is
+    /// alive.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_holder_seen_later_with_a_longer_lease_is_waited_out() {
+        let objects = Arc::new(Memory(InMemory::new()));
+        let dir = Path::from("d/lease");
+        let soon = clock_ms() + 300;
+        create_expiring(&*objects, &generation_path(&dir, 0), "brief", soon)
+            .await
+            .expect("the first holder's generation");
+        let ttl = Duration::from_secs(1);
+        let waiter = {
+            let (objects, dir) = (Arc::clone(&objects), dir.clone());
+            tokio::spawn(async move { Lease::acquire(objects, dir, ttl, "the lease").await })
+        };
+        // Taken over before the first holder's lease ran out, by a holder
+        // whose lease outlasts the waiter's first patience (2 s), and who
+        // then dies: nothing renews or releases it.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let long = clock_ms() + 4_000;
+        create_expiring(&*objects, &generation_path(&dir, 1), "dead", long)
+            .await
+            .expect("the dead holder's generation");
+        let taken = tokio::time::timeout(ENDLESS, waiter)
+            .await
+            .expect("the waiter never ended")
+            .expect("join")
             .expect("the dead holder's lease, once expired");
         let there = holders(&*objects, &dir).await.expect("holders");
         assert_eq!(

@@ -272,6 +272,10 @@ fn without_test_support(code: &str) -> String {
         let start = from + at + "#[cfg(test)]".len();
         from = start;
         let rest = code[start..].trim_start();
+        let rest = rest
+            .strip_prefix("pub(crate) ")
+            .or_else(|| rest.strip_prefix("pub "))
+            .unwrap_or(rest);
         if !rest.starts_with("mod ") {
             continue;
         }

@@ -45,11 +45,7 @@ impl FlussStore {
         target: &Target,
         shape: &FlussShape,
     ) -> Result<()> {
-        let admin = self
-            .connection
-            .admin()
-            .await
-            .map_err(|e| target.fluss_error("reach", e))?;
+        let admin = target.admin(&self.connection).await?;
         target
             .bounded(
                 "create the database of",
@@ -214,11 +210,7 @@ impl FlussStore {
                     );
                     // Dropped each time, so that a table not taken in is
                     // never left for a later attempt to meet.
-                    let admin = self
-                        .connection
-                        .admin()
-                        .await
-                        .map_err(|e| target.fluss_error("reach", e))?;
+                    let admin = target.admin(&self.connection).await?;
                     target
                         .bounded("drop", admin.drop_table(&target.path, true))
                         .await?;
@@ -294,11 +286,7 @@ impl FlussStore {
 
     /// Turns Fluss's tiering of the table on or off.
     pub(super) async fn set_tiering(&self, target: &Target, on: bool) -> Result<()> {
-        let admin = self
-            .connection
-            .admin()
-            .await
-            .map_err(|e| target.fluss_error("reach", e))?;
+        let admin = target.admin(&self.connection).await?;
         let changes = AlterTableChanges {
             config_changes: vec![AlterConfig::new(
                 DATALAKE_ENABLED,
@@ -323,11 +311,7 @@ impl FlussStore {
         target: &Target,
         info: &TableInfo,
     ) -> Result<HashMap<i32, i64>> {
-        let admin = self
-            .connection
-            .admin()
-            .await
-            .map_err(|e| target.fluss_error("reach", e))?;
+        let admin = target.admin(&self.connection).await?;
         let buckets: Vec<i32> = (0..info.get_num_buckets()).collect();
         target
             .retrying("find the latest offsets of", || {
@@ -341,11 +325,7 @@ impl FlussStore {
     /// snapshot reached (the log's start without one) to the latest offset,
     /// as `(bucket, from, to)` with `to` exclusive, buckets with none left out.
     pub(super) async fn untiered(&self, target: &Target, info: &TableInfo) -> Result<Untiered> {
-        let admin = self
-            .connection
-            .admin()
-            .await
-            .map_err(|e| target.fluss_error("reach", e))?;
+        let admin = target.admin(&self.connection).await?;
         let latest = self.latest_offsets(target, info).await?;
         let (snapshot_id, tiered): (Option<i64>, HashMap<i32, i64>) = match target
             .answer(

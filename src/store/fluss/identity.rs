@@ -84,11 +84,7 @@ impl FlussStore {
     pub(super) async fn check_lake(&self, target: &Target) -> Result<()> {
         self.lake_checked
             .get_or_try_init(|| async {
-                let admin = self
-                    .connection
-                    .admin()
-                    .await
-                    .map_err(|e| target.fluss_error("reach", e))?;
+                let admin = target.admin(&self.connection).await?;
                 let configs = match target
                     .answer("describe the cluster for", admin.describe_cluster_configs())
                     .await?
@@ -243,9 +239,9 @@ impl FlussStore {
             "written" => "write to",
             other => other,
         };
-        let admin = match self.connection.admin().await {
+        let admin = match target.admin(&self.connection).await {
             Ok(admin) => admin,
-            Err(e) => return target.fluss_error("reach", e),
+            Err(e) => return e,
         };
         match target
             .answer("check whether it has", admin.table_exists(&target.path))

@@ -361,11 +361,7 @@ impl FlussStore {
     }
 
     async fn table_info(&self, target: &Target) -> Result<TableInfo> {
-        let admin = self
-            .connection
-            .admin()
-            .await
-            .map_err(|e| target.fluss_error("reach", e))?;
+        let admin = target.admin(&self.connection).await?;
         // fluss-rs follows the coordinator's answer with a metadata refresh
         // from a tablet server it picks at random.
         target
@@ -479,11 +475,7 @@ impl LakestreamStore for FlussStore {
             primary_key: false,
             planned: false,
         };
-        let admin = self
-            .connection
-            .admin()
-            .await
-            .map_err(|e| target.fluss_error("reach", e))?;
+        let admin = target.admin(&self.connection).await?;
         if let Err(e) = self.check_replicas_up(&target, &admin).await {
             return Err(match e {
                 Error::StoreUnavailable { store, reason } => Error::StoreUnavailable {
@@ -603,11 +595,7 @@ impl FlussStore {
     async fn plan_log(&self, table: &Table, target: Target) -> Result<StoreRead> {
         let shape = FlussShape::of(table)?;
         self.check_lake(&target).await?;
-        let admin = self
-            .connection
-            .admin()
-            .await
-            .map_err(|e| target.fluss_error("reach", e))?;
+        let admin = target.admin(&self.connection).await?;
         let known = self
             .described
             .lock()

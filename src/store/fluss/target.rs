@@ -27,6 +27,18 @@ impl fmt::Debug for Target {
 }
 
 impl Target {
+    /// The cluster's admin client, for a call about this table: a cluster
+    /// that cannot be reached fails as [`Self::fluss_error`] says.
+    pub(crate) async fn admin(
+        &self,
+        connection: &FlussConnection,
+    ) -> Result<Arc<fluss::client::FlussAdmin>> {
+        connection
+            .admin()
+            .await
+            .map_err(|e| self.fluss_error("reach", e))
+    }
+
     /// A fluss-rs error as the crate's: a missing table, an unreachable
     /// cluster (named by its bootstrap servers), or a failure. A table
     /// missing under a planned read was dropped after the planning.
@@ -203,10 +215,7 @@ impl Target {
                 if matches!(seen, Ok(Some(id)) if id > table_id) {
                     return Err(self.replaced("dropped and created again", when, consequence));
                 }
-                let admin = connection
-                    .admin()
-                    .await
-                    .map_err(|e| self.fluss_error("reach", e))?;
+                let admin = self.admin(connection).await?;
                 let current =
                     match tokio::time::timeout_at(deadline, admin.get_table_info(&self.path))
                         .await

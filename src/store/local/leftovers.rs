@@ -322,6 +322,7 @@ impl Named {
 
 #[cfg(test)]
 mod tests {
+    use super::super::root::test_roots;
     use super::super::segment::{Part, PartList};
     use super::*;
     use object_store::ObjectStoreExt;
@@ -358,6 +359,10 @@ mod tests {
     impl Incarnation {
         fn new(url: &str) -> Self {
             let root = Root::open(url, &Default::default(), Duration::from_secs(30)).expect("root");
+            Self::on(root)
+        }
+
+        fn on(root: std::sync::Arc<Root>) -> Self {
             let table = Path::from("db-d/t-t");
             let dir = table.clone().join("i-x");
             Self { root, table, dir }
@@ -493,17 +498,9 @@ mod tests {
     /// would put an entry naming parts that are gone.
     #[tokio::test]
     async fn a_claim_the_store_has_but_a_read_misses_keeps_the_parts() {
-        use crate::testing::faulty::{ErrorKind, Fault, Faults, FaultyStore, Op, Rule};
-        let url = "faulty://leftovers-missed-claim";
-        let faults = Faults::new();
-        let inner: std::sync::Arc<dyn object_store::ObjectStore> =
-            std::sync::Arc::new(object_store::memory::InMemory::new());
-        super::super::register_object_store(
-            url,
-            std::sync::Arc::new(FaultyStore::new(inner, faults.clone())),
-        )
-        .expect("register");
-        let t = Incarnation::new(url);
+        use crate::testing::faulty::{ErrorKind, Fault, Op, Rule};
+        let (root, faults) = test_roots::faulty("faulty://leftovers-missed-claim");
+        let t = Incarnation::on(root);
         t.put_part(8).await;
         // The write's commit claimed its parts; its entry comes next.
         let claimed = claim(&t.root, &t.dir, &name(8), Fate::Commit).await;
@@ -531,17 +528,9 @@ mod tests {
     /// fails as unknown (the sweep keeps the parts), never decides.
     #[tokio::test]
     async fn a_claim_the_store_keeps_refusing_and_missing_ends_unknown() {
-        use crate::testing::faulty::{ErrorKind, Fault, Faults, FaultyStore, Op, Rule};
-        let url = "faulty://leftovers-always-missed-claim";
-        let faults = Faults::new();
-        let inner: std::sync::Arc<dyn object_store::ObjectStore> =
-            std::sync::Arc::new(object_store::memory::InMemory::new());
-        super::super::register_object_store(
-            url,
-            std::sync::Arc::new(FaultyStore::new(inner, faults.clone())),
-        )
-        .expect("register");
-        let t = Incarnation::new(url);
+        use crate::testing::faulty::{ErrorKind, Fault, Op, Rule};
+        let (root, faults) = test_roots::faulty("faulty://leftovers-always-missed-claim");
+        let t = Incarnation::on(root);
         let claimed = claim(&t.root, &t.dir, &name(9), Fate::Commit).await;
         assert!(matches!(claimed, Ok(None)));
         // Each try's create reads the fate file (and finds another's

@@ -207,9 +207,9 @@ impl LeaseObjects for Root {
 mod tests {
     use std::time::Duration;
 
+    use super::super::root::test_roots;
     use super::*;
     use crate::object_storage::lease::{holders, Lease};
-    use crate::object_storage::S3Options;
     use crate::testing::faulty::{Fault, Faults, FaultyStore, Op, Rule};
 
     /// A write's checks read their files while it holds the trim lock, in
@@ -218,12 +218,7 @@ mod tests {
     #[tokio::test]
     async fn files_are_read_under_a_held_trim_lock() {
         let dir = tempfile::tempdir().expect("a temporary directory");
-        let root = Root::open(
-            &dir.path().display().to_string(),
-            &S3Options::default(),
-            Duration::from_secs(60),
-        )
-        .expect("a local root");
+        let root = test_roots::in_dir(dir.path());
         let table = Path::from("db/t");
         let there = table.clone().join("table.json");
         let absent = table.clone().join("tiered.json");
@@ -259,12 +254,7 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
     async fn a_tierer_waiting_on_a_removed_lock_file_locks_the_new_one() {
         let dir = tempfile::tempdir().expect("a temporary directory");
-        let root = Root::open(
-            &dir.path().display().to_string(),
-            &S3Options::default(),
-            Duration::from_secs(60),
-        )
-        .expect("a local root");
+        let root = test_roots::in_dir(dir.path());
         let table = Path::from("db/t");
         let holder = root.lock_tiering(&table, "db.t").await.expect("the lock");
         let waiter = {

@@ -628,6 +628,36 @@ pub(crate) fn to_url(location: &str) -> Result<Url> {
     })
 }
 
+/// Roots for the store's unit tests.
+#[cfg(test)]
+pub(crate) mod test_roots {
+    use super::*;
+    use crate::testing::faulty::{Faults, FaultyStore};
+
+    /// A root in `dir` on local disk.
+    pub(crate) fn in_dir(dir: &std::path::Path) -> Arc<Root> {
+        Root::open(
+            &dir.display().to_string(),
+            &S3Options::default(),
+            Duration::from_secs(30),
+        )
+        .expect("a root on local disk")
+    }
+
+    /// A root at `url` (`faulty://<name>`, a name no other test uses) on
+    /// objects in memory whose faults the test adds to the returned
+    /// [`Faults`].
+    pub(crate) fn faulty(url: &str) -> (Arc<Root>, Faults) {
+        let faults = Faults::new();
+        let inner: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+        register_object_store(url, Arc::new(FaultyStore::new(inner, faults.clone())))
+            .expect("register the faulty store");
+        let root = Root::open(url, &S3Options::default(), Duration::from_secs(30))
+            .expect("a root on the faulty store");
+        (root, faults)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -637,13 +667,8 @@ mod tests {
     /// taken name: a log position skipped so would stop tiering for good.
     #[tokio::test]
     async fn a_create_refused_but_not_there_is_made() {
-        use crate::testing::faulty::{ErrorKind, Fault, Faults, FaultyStore, Op, Rule};
-        let url = "faulty://root-create-conflict";
-        let faults = Faults::new();
-        let inner: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
-        register_object_store(url, Arc::new(FaultyStore::new(inner, faults.clone())))
-            .expect("register");
-        let root = Root::open(url, &S3Options::default(), Duration::from_secs(60)).expect("a root");
+        use crate::testing::faulty::{ErrorKind, Fault, Op, Rule};
+        let (root, faults) = test_roots::faulty("faulty://root-create-conflict");
         let at = Path::from("db/t/log/00000000000000000000.seg");
         faults.add(
             Rule::new(Op::Put, Fault::Fail(ErrorKind::Conflict))

@@ -365,6 +365,7 @@ impl TableState {
 
 #[cfg(test)]
 mod tests {
+    use super::super::super::root::test_roots;
     use super::super::super::root::Root;
     use super::*;
     use std::sync::Arc;
@@ -444,7 +445,6 @@ mod tests {
         use datafusion::arrow::datatypes::Schema;
 
         use super::super::with_row_kind;
-        use crate::object_storage::S3Options;
         use crate::schema_stamp::tests::table_in;
         use crate::store::WriteKind;
 
@@ -462,12 +462,7 @@ mod tests {
             // Made in the same millisecond: made again, later.
             std::fs::remove_dir_all(second_warehouse.path().join("db.db")).expect("drop");
         };
-        let root = Root::open(
-            &store.path().display().to_string(),
-            &S3Options::default(),
-            Duration::from_secs(30),
-        )
-        .expect("a root");
+        let root = test_roots::in_dir(store.path());
         let state = TableState::of(&root, &identifier);
         state.attach(&first).await.expect("attach");
         let schema = log_schema(&first).expect("the log schema");

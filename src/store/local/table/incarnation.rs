@@ -65,10 +65,10 @@ pub(crate) struct Incarnation {
     /// Snapshot id -> (committed by this incarnation, commit identifier).
     pub(super) snapshots: Mutex<HashMap<i64, (bool, i64)>>,
     /// Paimon schemas known to belong to the Paimon table of this
-    /// incarnation, by (id, time) but compared whole: a table made again in
-    /// the same millisecond has the dropped one's id and time, and a handle
-    /// on the dropped one must still be refused ([`crate::schema_stamp`]).
-    pub(super) verified: Mutex<HashMap<(i64, i64), paimon::spec::TableSchema>>,
+    /// incarnation, by id but compared whole: a table made again in the
+    /// same millisecond has the dropped one's id and time, and a handle on
+    /// the dropped one must still be refused ([`crate::schema_stamp`]).
+    pub(super) verified: Mutex<HashMap<i64, paimon::spec::TableSchema>>,
     /// Log entry position -> (its object's size, its bytes with the parts
     /// of a multi-part write), for entries [`TableState::waiting`] looked
     /// into; an entry replaced since (set aside) has another size.
@@ -285,7 +285,7 @@ impl TableState {
         let Some(expected) = incarnation.paimon_created_ms else {
             return Ok(());
         };
-        let version = (table.schema().id(), table.schema().time_millis());
+        let version = table.schema().id();
         let verified = incarnation
             .verified
             .lock()
@@ -338,11 +338,10 @@ mod tests {
     use datafusion::arrow::array::{Int32Array, RecordBatch};
     use datafusion::arrow::datatypes::Schema;
 
-    use super::super::super::root::Root;
+    use super::super::super::root::test_roots;
     use super::super::super::segment::log_schema;
     use super::super::with_row_kind;
     use super::*;
-    use crate::object_storage::S3Options;
     use crate::schema_stamp::tests::table_in;
     use crate::store::WriteKind;
 
@@ -357,12 +356,7 @@ mod tests {
         let warehouse = tempfile::tempdir().expect("a warehouse");
         let store = tempfile::tempdir().expect("a store directory");
         let (catalog, identifier, old) = table_in(warehouse.path()).await;
-        let root = Root::open(
-            &store.path().display().to_string(),
-            &S3Options::default(),
-            Duration::from_secs(30),
-        )
-        .expect("a root");
+        let root = test_roots::in_dir(store.path());
         let state = TableState::of(&root, &identifier);
         state.attach(&old).await.expect("attach");
 
