@@ -95,6 +95,36 @@ pub(crate) async fn latest_schema(table: &Table) -> paimon::Result<Option<Arc<Ta
     settled(|| manager.latest()).await
 }
 
+/// Whether `file`, the schema a schema file holds, is the one `handle`
+/// was loaded from: the same, or the same without trailing columns (a
+/// store's own columns that the catalog hides, [`without_trailing_fields`]),
+/// which keeps everything else, the highest field id included. A table
+/// made again with more columns has a higher field id than its
+/// predecessor's handle, so it is not taken for it.
+fn holds(file: &TableSchema, handle: &TableSchema) -> bool {
+    if file == handle {
+        return true;
+    }
+    let kept = handle.fields().len();
+    kept < file.fields().len()
+        && file.fields()[..kept] == *handle.fields()
+        && without_trailing_fields(file, kept).is_ok_and(|shown| shown == *handle)
+}
+
+/// `schema` with its first `kept` columns only, field ids and the highest
+/// field id as they are. (`TableSchema` has no constructor that keeps
+/// them; its serialized form does.)
+pub(crate) fn without_trailing_fields(
+    schema: &TableSchema,
+    kept: usize,
+) -> Result<TableSchema, serde_json::Error> {
+    let mut copy = serde_json::to_value(schema)?;
+    if let Some(serde_json::Value::Array(fields)) = copy.get_mut("fields") {
+        fields.truncate(kept);
+    }
+    serde_json::from_value(copy)
+}
+
 /// What the files say of `table` (see the module docs). One read of its
 /// schema file and one existence check, made at once.
 pub(crate) async fn freshness(table: &Table) -> paimon::Result<Freshness> {
@@ -131,7 +161,7 @@ impl SchemaStamp {
         })
         .await;
         match read {
-            Ok(Some((bytes, schema))) if schema == *table.schema() => Ok(Some(Self { bytes })),
+            Ok(Some((bytes, schema))) if holds(&schema, table.schema()) => Ok(Some(Self { bytes })),
             Ok(_) => Ok(None),
             // Still not parsing after the waits: not the handle's schema.
             Err(paimon::Error::DataInvalid { .. }) => Ok(None),
@@ -273,6 +303,57 @@ pub(crate) mod tests {
         assert_eq!(
             stamp.check(&table).await.expect("check"),
             Freshness::Current
+        );
+    }
+
+    /// A handle whose trailing columns the catalog hides (a store's own
+    /// columns) is the table's while its file is: it keeps the file's
+    /// highest field id. A table made again in the same millisecond with a
+    /// column more is not taken for the narrower table's handle.
+    #[tokio::test]
+    async fn a_handle_with_hidden_trailing_columns_is_checked_like_any() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let (catalog, identifier, narrow) = table_in(dir.path()).await;
+        let file = schema_file(dir.path(), 0);
+        let original = std::fs::read(&file).expect("schema-0");
+        let mut wider: serde_json::Value = serde_json::from_slice(&original).expect("json");
+        let mut extra = wider["fields"][0].clone();
+        extra["id"] = serde_json::Value::from(1);
+        extra["name"] = serde_json::Value::from("__offset");
+        if let Some(fields) = wider["fields"].as_array_mut() {
+            fields.push(extra);
+        }
+        wider["highestFieldId"] = serde_json::Value::from(1);
+        std::fs::write(&file, serde_json::to_vec(&wider).expect("json")).expect("rewrite");
+
+        // The narrower table's handle, its file now a wider table's.
+        assert_eq!(
+            freshness(&narrow).await.expect("check"),
+            Freshness::Replaced
+        );
+        assert!(SchemaStamp::of(&narrow).await.expect("read").is_none());
+
+        // The wider table's handle, its last column hidden.
+        let wide = catalog.get_table(&identifier).await.expect("load");
+        assert_eq!(wide.schema().fields().len(), 2);
+        let shown = without_trailing_fields(wide.schema(), 1).expect("copy");
+        let hidden = wide
+            .copy_with_resolved_schema(shown, &wide.branch().to_string())
+            .expect("a handle without the last column");
+        assert_eq!(freshness(&hidden).await.expect("check"), Freshness::Current);
+        let stamp = SchemaStamp::of(&hidden)
+            .await
+            .expect("read")
+            .expect("the hidden handle's schema file");
+        assert_eq!(
+            stamp.check(&hidden).await.expect("check"),
+            Freshness::Current
+        );
+        // Its file replaced by the narrower table's again: not the handle's.
+        std::fs::write(&file, &original).expect("rewrite");
+        assert_eq!(
+            freshness(&hidden).await.expect("check"),
+            Freshness::Replaced
         );
     }
 

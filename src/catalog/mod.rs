@@ -221,17 +221,13 @@ impl LakeStreamCatalog {
         if kept == fields.len() {
             return Ok(table);
         }
-        // TableSchema has no constructor that keeps field ids and the highest
-        // field id; its serialized form does.
-        let copy_error = |e: serde_json::Error| paimon::Error::DataInvalid {
-            message: format!("cannot copy the schema of '{}'", table.identifier()),
-            source: Some(Box::new(e)),
-        };
-        let mut schema = serde_json::to_value(table.schema()).map_err(copy_error)?;
-        if let Some(serde_json::Value::Array(fields)) = schema.get_mut("fields") {
-            fields.truncate(kept);
-        }
-        let schema = serde_json::from_value(schema).map_err(copy_error)?;
+        let schema =
+            crate::schema_stamp::without_trailing_fields(table.schema(), kept).map_err(|e| {
+                paimon::Error::DataInvalid {
+                    message: format!("cannot copy the schema of '{}'", table.identifier()),
+                    source: Some(Box::new(e)),
+                }
+            })?;
         let branch = table.branch().to_string();
         table.copy_with_resolved_schema(schema, &branch)
     }
