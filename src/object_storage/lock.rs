@@ -180,6 +180,8 @@ where
                     Ok(Try::Done(Some((FileLock { _file: file }, read))))
                 })
                 .await
+                // A panic of the task stays a `JoinError` inside the I/O
+                // error, for callers that tell it apart.
                 .map_err(std::io::Error::other)?
             }
         })
@@ -281,6 +283,27 @@ mod tests {
             matches!(held, Ok(Some(_))),
             "the lock was not taken: {held:?}"
         );
+    }
+
+    /// A panic of the work done under the lock reaches the caller as the
+    /// task's `JoinError` inside the I/O error, so a caller can report it
+    /// as the bug it is rather than as the file system's answer.
+    #[tokio::test]
+    async fn a_panic_under_the_lock_stays_a_panic() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let path = dir.path().join("t.lock");
+        let failed = lock_file_then(
+            &path,
+            Mode::Exclusive,
+            &make(),
+            || -> std::io::Result<()> { panic!("a bug under the lock") },
+        )
+        .await
+        .expect_err("the work panicked");
+        let join = failed
+            .downcast::<tokio::task::JoinError>()
+            .expect("the task's JoinError");
+        assert!(join.is_panic(), "{join}");
     }
 
     fn make() -> Dirs {

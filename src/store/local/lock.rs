@@ -148,9 +148,17 @@ impl Root {
         };
         let locked = lock_file_then(&file, mode, &dirs, read)
             .await
-            .map_err(|source| LocalStoreError::Lock {
-                name: name.to_string(),
-                source,
+            .map_err(|source| match source.downcast::<tokio::task::JoinError>() {
+                // The lock's blocking task panicked or was cancelled: not
+                // the file system's answer.
+                Ok(source) => LocalStoreError::Blocking {
+                    what: format!("locking '{name}'"),
+                    source,
+                },
+                Err(source) => LocalStoreError::Lock {
+                    name: name.to_string(),
+                    source,
+                },
             })?;
         // No lock file and none can be made (a root this process may not
         // write): nothing here can change, and nothing is held.
