@@ -86,6 +86,14 @@ async fn background_tiering(store: Weak<Inner>, identifier: Identifier, interval
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .remove(&identifier);
+        // A write made while this tierer was ending (the mode turned on
+        // again since it looked) found it still running and started none:
+        // one more look, once it is gone, starts the next one.
+        if let Ok(table) = store.catalog.get_table(&identifier).await {
+            if options::is_enabled(table.schema().options()) {
+                store.ensure_tiering(&identifier);
+            }
+        }
     }
 }
 
