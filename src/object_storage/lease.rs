@@ -619,10 +619,15 @@ mod tests {
             .await
             .expect("the waiter never ended")
             .expect("the dead holder's lease, once expired");
-        let there = holders(&*objects, &dir).await.expect("holders");
+        assert_newest_holder(&objects, &dir, &taken).await;
+    }
+
+    /// `lease` holds the newest generation in `dir`.
+    async fn assert_newest_holder(objects: &Memory, dir: &Path, lease: &Lease<Memory>) {
+        let there = holders(objects, dir).await.expect("holders");
         assert_eq!(
             there.last().map(|(_, h)| h.as_str()),
-            Some(taken.holder()),
+            Some(lease.holder()),
             "{there:?}"
         );
     }
@@ -658,12 +663,7 @@ mod tests {
             .expect("the waiter never ended")
             .expect("join")
             .expect("the dead holder's lease, once expired");
-        let there = holders(&*objects, &dir).await.expect("holders");
-        assert_eq!(
-            there.last().map(|(_, h)| h.as_str()),
-            Some(taken.holder()),
-            "{there:?}"
-        );
+        assert_newest_holder(&objects, &dir, &taken).await;
     }
 
     /// One holder at a time: a second process waits until the first
