@@ -22,9 +22,13 @@
 //! - A create that failed may still have landed (a timeout): its error says
 //!   the outcome is not known.
 
+use std::time::Duration;
+
 use bytes::Bytes;
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutPayload};
+
+use crate::retry::{Retry, Try};
 
 /// Whether a create made the object or found its name taken.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -33,9 +37,14 @@ pub(crate) enum Created {
     AlreadyExists,
 }
 
-/// How many times [`create_if_absent`] asks again when an object store
-/// refuses a create as existing but has no object under the name.
-const CREATE_ATTEMPTS: usize = 5;
+/// How [`create_if_absent`] asks again when an object store refuses a
+/// create as existing but has no object under the name: another client's
+/// put of that name still in flight (a server that refuses a create racing
+/// an upload, as versitygw does, before the upload shows), so with pauses
+/// that give it time to land: eight tries, pausing 10 ms doubling to 500 ms
+/// (about 1.1 s in all).
+const CREATE_AGAIN: Retry =
+    Retry::growing(8, Duration::from_millis(10), Duration::from_millis(500));
 
 /// Why a create failed; the object may have landed all the same.
 #[derive(Debug)]
@@ -64,31 +73,42 @@ pub(crate) async fn create_if_absent(
     path: &Path,
     bytes: Bytes,
 ) -> Result<Created, CreateFailed> {
-    for _ in 0..CREATE_ATTEMPTS {
-        let put = objects
-            .put_opts(
-                path,
-                PutPayload::from(bytes.clone()),
-                PutMode::Create.into(),
-            )
-            .await;
-        match put {
-            Ok(_) => return Ok(Created::Yes),
-            Err(object_store::Error::AlreadyExists { .. }) => match get(objects, path).await {
-                Ok(Some(there)) if there == bytes => return Ok(Created::Yes),
-                Ok(Some(_)) => return Ok(Created::AlreadyExists),
-                Ok(None) => continue,
-                Err(e) => return Err(CreateFailed::Read(e)),
-            },
-            // A put that failed may still have landed (a timeout).
-            Err(source) => return Err(CreateFailed::Write(source)),
-        }
-    }
-    Err(CreateFailed::Write(object_store::Error::Generic {
-        store: "local",
-        source: format!("refused {CREATE_ATTEMPTS} times as existing, and not found when read")
-            .into(),
-    }))
+    CREATE_AGAIN
+        .run(|| {
+            let bytes = bytes.clone();
+            async move {
+                let put = objects
+                    .put_opts(
+                        path,
+                        PutPayload::from(bytes.clone()),
+                        PutMode::Create.into(),
+                    )
+                    .await;
+                match put {
+                    Ok(_) => Ok(Try::Done(Created::Yes)),
+                    Err(object_store::Error::AlreadyExists { .. }) => {
+                        match get(objects, path).await {
+                            Ok(Some(there)) if there == bytes => Ok(Try::Done(Created::Yes)),
+                            Ok(Some(_)) => Ok(Try::Done(Created::AlreadyExists)),
+                            Ok(None) => Ok(Try::Again(CreateFailed::Write(
+                                object_store::Error::Generic {
+                                    store: "local",
+                                    source: format!(
+                                        "refused {} times as existing, and not found when read",
+                                        CREATE_AGAIN.tries
+                                    )
+                                    .into(),
+                                },
+                            ))),
+                            Err(e) => Err(CreateFailed::Read(e)),
+                        }
+                    }
+                    // A put that failed may still have landed (a timeout).
+                    Err(source) => Err(CreateFailed::Write(source)),
+                }
+            }
+        })
+        .await
 }
 
 /// Reads an object; `None` when there is none.
@@ -233,6 +253,25 @@ mod tests {
     use object_store::memory::InMemory;
 
     use super::*;
+
+    /// A create refused as existing while nothing is under the name
+    /// (another client's put of it still in flight, on a loaded server) is
+    /// asked again, with pauses, more than the five times at once it used
+    /// to be: the schema lease's takes failed so under load.
+    #[tokio::test]
+    async fn a_create_refused_while_nothing_is_there_is_asked_again() {
+        use crate::testing::faulty::{ErrorKind, Fault, Faults, FaultyStore, Op, Rule};
+        let faults = Faults::new();
+        let objects = FaultyStore::new(std::sync::Arc::new(InMemory::new()), faults.clone());
+        faults.add(Rule::new(Op::Put, Fault::Fail(ErrorKind::Conflict)).times(6));
+        let path = Path::from("d/lease/tier-00000000000000000001");
+        let created = create_if_absent(&objects, &path, Bytes::from_static(b"x")).await;
+        assert!(matches!(created, Ok(Created::Yes)), "{created:?}");
+        assert_eq!(
+            get(&objects, &path).await.expect("a read"),
+            Some(Bytes::from_static(b"x"))
+        );
+    }
 
     /// A name taken by the very bytes being created (a put retried after its
     /// answer was lost) counts as created; by other bytes, as taken.
