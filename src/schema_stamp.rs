@@ -338,7 +338,7 @@ pub(crate) mod tests {
         assert_eq!(wide.schema().fields().len(), 2);
         let shown = without_trailing_fields(wide.schema(), 1).expect("copy");
         let hidden = wide
-            .copy_with_resolved_schema(shown, &wide.branch().to_string())
+            .copy_with_resolved_schema(shown, wide.branch())
             .expect("a handle without the last column");
         assert_eq!(freshness(&hidden).await.expect("check"), Freshness::Current);
         let stamp = SchemaStamp::of(&hidden)
